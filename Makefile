@@ -1,0 +1,87 @@
+# Learn torch.compile: build the site, test it.
+#
+#   make html                    build the whole site, executing every tutorial (GPU if present)
+#   make test                    run the test suite
+#   make html-noplot             build without executing anything (fast; for prose and layout)
+#   make html-one PATTERN=foreach  execute only the tutorials whose path matches PATTERN
+#   make serve                   serve _build/html on http://127.0.0.1:$(PORT)
+#   make wheelhouse              download the non-torch dependencies as wheels (offline builders)
+#   make clean                   remove the built site (keeps the venv and the compile cache)
+#
+# PYTHON=/path/to/python uses an environment you already have instead of .venv.
+# WHEELHOUSE=dir installs from that folder of wheels, offline.
+
+SHELL := /bin/bash
+VENV ?= .venv
+BUILDDIR ?= _build
+SPHINXOPTS ?= -W --keep-going
+PORT ?= 8000
+PATTERN ?=
+PYTEST_ARGS ?= tests
+WHEELHOUSE ?=
+WHEEL_PYTHON_VERSION ?= 3.12
+WHEEL_PLATFORM ?= manylinux_2_28_x86_64
+
+ifeq ($(strip $(WHEELHOUSE)),)
+PIP_SOURCE :=
+else
+PIP_SOURCE := --no-index --find-links $(abspath $(WHEELHOUSE))
+endif
+
+ifeq ($(strip $(PYTHON)),)
+PY := $(VENV)/bin/python
+ENV_READY := $(VENV)/.requirements.txt
+else
+PY := $(PYTHON)
+ENV_READY := $(if $(strip $(WHEELHOUSE)),install-into-python,)
+endif
+
+# A project-local compile cache: a rebuild reuses the kernels of the last one.
+export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
+export TRITON_CACHE_DIR ?= $(CURDIR)/.cache/triton
+export MPLBACKEND ?= Agg
+
+SPHINX := $(PY) -m sphinx
+
+.PHONY: html html-noplot html-one serve test clean wheelhouse venv install-into-python
+
+html: $(ENV_READY)
+	$(SPHINX) -b html $(SPHINXOPTS) . $(BUILDDIR)/html
+	$(PY) -m tools.validate $(BUILDDIR)/html
+	@echo "The site is in $(BUILDDIR)/html: open $(BUILDDIR)/html/index.html or run 'make serve'."
+
+html-noplot: $(ENV_READY)
+	$(SPHINX) -b html $(SPHINXOPTS) -D plot_gallery=0 . $(BUILDDIR)/html
+	@echo "Built without executing the tutorials: $(BUILDDIR)/html/index.html"
+
+html-one: $(ENV_READY)
+	@test -n "$(PATTERN)" || { echo "usage: make html-one PATTERN=<part of a tutorial's file name>"; exit 2; }
+	GALLERY_PATTERN="$(PATTERN)" $(SPHINX) -b html $(SPHINXOPTS) . $(BUILDDIR)/html
+	$(PY) -m tools.validate $(BUILDDIR)/html --pattern "$(PATTERN)"
+	@echo "Built; executed the tutorials matching '$(PATTERN)': $(BUILDDIR)/html/index.html"
+
+serve:
+	@test -f $(BUILDDIR)/html/index.html || { echo "Nothing built yet: run 'make html' first."; exit 2; }
+	@echo "Serving http://127.0.0.1:$(PORT)/ (Ctrl-C stops)"
+	python3 -m http.server --bind 127.0.0.1 --directory $(BUILDDIR)/html $(PORT)
+
+test: $(ENV_READY)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+venv: $(ENV_READY)
+
+# The venv is rebuilt when requirements.txt changes: the stamp is a copy of it.
+$(VENV)/.requirements.txt: requirements.txt
+	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip install $(PIP_SOURCE) -r requirements.txt
+	cp requirements.txt $@
+
+# PYTHON=... with WHEELHOUSE=...: complete that environment from the wheels (offline).
+install-into-python:
+	$(PY) -m pip install $(PIP_SOURCE) -r requirements.txt
+
+wheelhouse:
+	$(PY) -m tools.wheelhouse --dest wheelhouse --python-version $(WHEEL_PYTHON_VERSION) --platform $(WHEEL_PLATFORM)
+
+clean:
+	rm -rf $(BUILDDIR) recipes intermediate sg_execution_times.rst

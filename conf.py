@@ -1,0 +1,91 @@
+"""Sphinx configuration for the torch.compile tutorials site.
+
+Declarative settings only. Behaviour lives in ``sphinxext/`` and is named here by dotted
+string (sphinx-gallery resolves those names itself, which keeps the configuration
+picklable for its parallel mode).
+"""
+
+import os
+import sys
+
+import pytorch_sphinx_theme2
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+# sphinx-gallery wants an object, not a name, for show_memory.
+from sphinxext.memory import peak_memory  # noqa: E402
+
+project = "Learn torch.compile"
+author = "torch.compile tutorials team"
+copyright = "2026, torch.compile tutorials team"
+
+extensions = [
+    "sphinx_gallery.gen_gallery",
+    "sphinx_design",
+    "sphinx_copybutton",
+    "sphinxext.stamps",
+]
+
+exclude_patterns = [
+    "_build",
+    ".venv",
+    ".cache",
+    "wheelhouse",
+    "README.md",
+    "recipes_source",
+    "intermediate_source",
+    "**/*.ipynb",
+    "**/*.md5",
+    "**/*.codeobj.json",
+    "tests",
+    "tools",
+]
+
+sphinx_gallery_conf = {
+    "examples_dirs": ["recipes_source", "intermediate_source"],
+    "gallery_dirs": ["recipes", "intermediate"],
+    # `make html-one PATTERN=...` executes only the tutorials whose path matches.
+    "filename_pattern": os.environ.get("GALLERY_PATTERN") or r"\.py$",
+    "ignore_pattern": r"(^|/)_",
+    "within_subsection_order": "FileNameSortKey",
+    "reset_modules": ("matplotlib", "sphinxext.reset.reset_compiler_state"),
+    "reset_modules_order": "both",
+    "show_memory": peak_memory,
+    "download_all_examples": True,
+    "remove_config_comments": True,
+    "first_notebook_cell": (
+        "# Installs what this notebook needs (Colab already has PyTorch).\n"
+        "%pip install -q torch torchvision numpy scipy tabulate matplotlib"
+    ),
+    "promote_jupyter_magic": True,
+    "write_computation_times": True,
+    "min_reported_time": 0,
+}
+
+html_theme = "pytorch_sphinx_theme2"
+html_theme_path = [pytorch_sphinx_theme2.get_html_theme_path()]
+templates_path = [
+    "_templates",
+    os.path.join(pytorch_sphinx_theme2.get_html_theme_path(), "templates"),
+]
+html_static_path = ["_static"]
+html_css_files = ["site.css"]
+html_title = "Learn torch.compile"
+html_context = {
+    "theme_variables": pytorch_sphinx_theme2.get_theme_variables(),
+    "display_github": False,
+}
+html_theme_options = {
+    "navbar_start": ["navbar-logo"],
+    "navbar_center": ["navbar-nav"],
+    "navbar_end": ["search-field-custom", "theme-switcher"],
+    "use_edit_page_button": False,
+    "show_lf_header": False,
+    "show_lf_footer": False,
+    "article_header_end": [],
+    "article_footer_items": [],
+    "secondary_sidebar_items": ["page-toc"],
+    "show_pytorch_org_link": False,
+    "logo": {"text": "Learn torch.compile"},
+}
+html_show_sourcelink = False

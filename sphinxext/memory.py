@@ -1,0 +1,50 @@
+"""Peak-memory measurement for sphinx-gallery's ``show_memory``.
+
+sphinx-gallery calls :func:`peak_memory` around every code block and shows the largest
+value in each page's footer and on the execution-times page. On a CUDA machine the value
+is the peak of PyTorch's CUDA allocator; without CUDA it is the growth of the build
+process's peak resident set size. The running maximum for the current example is kept
+here so that the build report (``sphinxext.reset``) reads the same number.
+"""
+
+import resource
+import sys
+
+_example_peak_mib = 0.0
+
+
+def _cuda():
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return torch.cuda
+    return None
+
+
+def _max_rss_mib():
+    # ru_maxrss is KiB on Linux.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_memory(func):
+    """Run ``func`` and return ``(peak MiB, result)``, as sphinx-gallery expects."""
+    global _example_peak_mib
+    cuda = _cuda()
+    if cuda is not None:
+        cuda.reset_peak_memory_stats()
+        out = func()
+        peak = cuda.max_memory_allocated() / 2**20
+    else:
+        before = _max_rss_mib()
+        out = func()
+        peak = _max_rss_mib() - before
+    _example_peak_mib = max(_example_peak_mib, peak)
+    return peak, out
+
+
+def start_example():
+    global _example_peak_mib
+    _example_peak_mib = 0.0
+
+
+def example_peak_mib():
+    return _example_peak_mib

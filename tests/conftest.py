@@ -1,0 +1,50 @@
+"""One build of the site per test run, shared by every test that reads it.
+
+The build goes through ``make html`` (the README's command) with this interpreter, so the
+tests exercise the same entry point a reader uses. The compile cache and sphinx-gallery's
+checksum cache are the project's own: a second ``make test`` re-executes nothing that
+did not change.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_BUILDDIR = "_build/test"
+
+
+def make(*args, cwd=ROOT, env=None, check=True):
+    """Run ``make`` with this interpreter; return the CompletedProcess (output captured)."""
+    cmd = ["make", f"PYTHON={sys.executable}", *args]
+    proc = subprocess.run(
+        cmd, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True
+    )
+    if check and proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-60:])
+        pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}:\n{tail}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def built_site():
+    """Build the whole site once, executing every tutorial; return (html dir, build output)."""
+    proc = make("html", f"BUILDDIR={TEST_BUILDDIR}")
+    return ROOT / TEST_BUILDDIR / "html", proc.stdout + proc.stderr
+
+
+def tutorial_sources():
+    return sorted(
+        p.relative_to(ROOT)
+        for folder in ("recipes_source", "intermediate_source")
+        for p in (ROOT / folder).glob("*.py")
+        if not p.name.startswith("_")
+    )
+
+
+def page_of(source):
+    gallery = {"recipes_source": "recipes", "intermediate_source": "intermediate"}[source.parts[0]]
+    return f"{gallery}/{source.stem}.html"
