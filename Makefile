@@ -4,6 +4,8 @@
 #   make test                    run the test suite
 #   make html-noplot             build without executing anything (fast; for prose and layout)
 #   make html-one PATTERN=foreach  execute only the tutorials whose path matches PATTERN
+#   make html SHARD=2/3          execute only shard 2 of 3 (python -m tools.shard -n 3 prints the plan)
+#   make merge SHARDS="a b c"    one site in $(BUILDDIR)/html from the shard outputs a, b, c
 #   make serve                   serve _build/html on http://127.0.0.1:$(PORT)
 #   make wheelhouse              download the non-torch dependencies as wheels (offline builders)
 #   make clean                   remove the built site (keeps the venv and the compile cache)
@@ -17,6 +19,8 @@ BUILDDIR ?= _build
 SPHINXOPTS ?= -W --keep-going
 PORT ?= 8000
 PATTERN ?=
+SHARD ?=
+SHARDS ?=
 PYTEST_ARGS ?= tests
 WHEELHOUSE ?=
 WHEEL_PYTHON_VERSION ?= 3.12
@@ -31,9 +35,11 @@ endif
 ifeq ($(strip $(PYTHON)),)
 PY := $(VENV)/bin/python
 ENV_READY := $(VENV)/.requirements.txt
+TEST_ENV_READY := $(VENV)/.requirements-test.txt
 else
 PY := $(PYTHON)
 ENV_READY := $(if $(strip $(WHEELHOUSE)),install-into-python,)
+TEST_ENV_READY :=
 endif
 
 # A project-local compile cache: a rebuild reuses the kernels of the last one.
@@ -43,12 +49,24 @@ export MPLBACKEND ?= Agg
 
 SPHINX := $(PY) -m sphinx
 
-.PHONY: html html-noplot html-one serve test clean wheelhouse venv install-into-python
+.PHONY: html html-noplot html-one serve test clean wheelhouse venv install-into-python merge
 
 html: $(ENV_READY)
+ifeq ($(strip $(SHARD)),)
 	$(SPHINX) -b html $(SPHINXOPTS) . $(BUILDDIR)/html
 	$(PY) -m tools.validate $(BUILDDIR)/html
 	@echo "The site is in $(BUILDDIR)/html: open $(BUILDDIR)/html/index.html or run 'make serve'."
+else
+# One shard of a sharded build (from a clean checkout, as CI does: tutorials executed by an
+# earlier build here would count as executed by this shard too). The planner's regex selects
+# the shard's tutorials for sphinx-gallery and for the validator alike.
+	pattern="$$($(PY) -m tools.shard --shard '$(SHARD)' --pattern)" || exit 1; \
+	echo "Shard $(SHARD) executes the tutorials matching $$pattern"; \
+	GALLERY_PATTERN="$$pattern" $(SPHINX) -b html $(SPHINXOPTS) . $(BUILDDIR)/html && \
+	$(PY) -m tools.validate $(BUILDDIR)/html --pattern "$$pattern"
+	$(PY) -m tools.merge --save $(BUILDDIR)/shard
+	@echo "Built shard $(SHARD); its output is $(BUILDDIR)/shard (make merge SHARDS=\"...\" combines them)."
+endif
 
 html-noplot: $(ENV_READY)
 	$(SPHINX) -b html $(SPHINXOPTS) -D plot_gallery=0 . $(BUILDDIR)/html
@@ -60,12 +78,17 @@ html-one: $(ENV_READY)
 	$(PY) -m tools.validate $(BUILDDIR)/html --pattern "$(PATTERN)"
 	@echo "Built; executed the tutorials matching '$(PATTERN)': $(BUILDDIR)/html/index.html"
 
+merge: $(ENV_READY)
+	@test -n "$(SHARDS)" || { echo "usage: make merge SHARDS=\"<shard output> ...\" (each written by make html SHARD=i/N)"; exit 2; }
+	$(PY) -m tools.merge $(SHARDS) --out $(BUILDDIR)/html --sphinxopts "$(SPHINXOPTS)"
+	@echo "The merged site is in $(BUILDDIR)/html."
+
 serve:
 	@test -f $(BUILDDIR)/html/index.html || { echo "Nothing built yet: run 'make html' first."; exit 2; }
 	@echo "Serving http://127.0.0.1:$(PORT)/ (Ctrl-C stops)"
 	python3 -m http.server --bind 127.0.0.1 --directory $(BUILDDIR)/html $(PORT)
 
-test: $(ENV_READY)
+test: $(ENV_READY) $(TEST_ENV_READY)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 venv: $(ENV_READY)
@@ -75,6 +98,10 @@ $(VENV)/.requirements.txt: requirements.txt
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install $(PIP_SOURCE) -r requirements.txt
 	cp requirements.txt $@
+
+$(VENV)/.requirements-test.txt: requirements-test.txt $(VENV)/.requirements.txt
+	$(VENV)/bin/python -m pip install $(PIP_SOURCE) -r requirements-test.txt
+	cp requirements-test.txt $@
 
 # PYTHON=... with WHEELHOUSE=...: complete that environment from the wheels (offline).
 install-into-python:

@@ -74,6 +74,7 @@ html_title = "Learn torch.compile"
 html_context = {
     "theme_variables": pytorch_sphinx_theme2.get_theme_variables(),
     "display_github": False,
+    "default_mode": "auto",
 }
 html_theme_options = {
     "navbar_start": ["navbar-logo"],

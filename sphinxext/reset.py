@@ -14,6 +14,7 @@ import logging
 import platform
 import random
 import time
+import warnings
 from pathlib import Path
 
 from sphinxext import memory
@@ -56,6 +57,10 @@ def _reset_torch():
     # It describes the build machine, not the lesson.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     torch.set_float32_matmul_precision("highest")
+    # Show every DeprecationWarning and FutureWarning a tutorial triggers: they reach the
+    # page's output, where the validator rejects those the tutorial does not mark.
+    warnings.simplefilter("default", DeprecationWarning)
+    warnings.simplefilter("default", FutureWarning)
     torch.manual_seed(0)
     random.seed(0)
     np.random.seed(0)

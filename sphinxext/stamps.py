@@ -23,7 +23,9 @@ def _record(app, docname):
 
 
 def stamp_text(record):
-    return f"Verified on {record['device']}, PyTorch {record['torch']}, {record['date']}."
+    return (
+        f"Verified on {record['device']}, PyTorch {record['torch']}, {record['date']}."
+    )
 
 
 def _add_stamp(app, docname, source):

@@ -46,5 +46,7 @@ def tutorial_sources():
 
 
 def page_of(source):
-    gallery = {"recipes_source": "recipes", "intermediate_source": "intermediate"}[source.parts[0]]
+    gallery = {"recipes_source": "recipes", "intermediate_source": "intermediate"}[
+        source.parts[0]
+    ]
     return f"{gallery}/{source.stem}.html"

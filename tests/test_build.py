@@ -34,7 +34,9 @@ def test_page_and_downloads_exist(built_site, source):
 def test_notebook_starts_with_install_cell(built_site, source):
     site, _ = built_site
     (notebook,) = (site / "_downloads").rglob(f"{source.stem}.ipynb")
-    first_code = next(c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code")
+    first_code = next(
+        c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"
+    )
     assert "%pip install" in "".join(first_code["source"])
 
 
@@ -46,7 +48,15 @@ def test_build_report_covers_every_tutorial(built_site):
     for record in by_source.values():
         assert record["seconds"] > 0
         assert record["peak_memory_mib"] >= 0
-        for key in ("device", "torch", "triton", "python", "date", "page", "peak_memory_kind"):
+        for key in (
+            "device",
+            "torch",
+            "triton",
+            "python",
+            "date",
+            "page",
+            "peak_memory_kind",
+        ):
             assert key in record, key
 
 

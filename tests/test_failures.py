@@ -25,12 +25,16 @@ def test_failing_tutorial_fails_the_build_and_names_it(tmp_path):
     for name in ("conf.py", "Makefile", "requirements.txt"):
         shutil.copy(ROOT / name, project / name)
     for name in ("sphinxext", "tools", "_static", "_templates"):
-        shutil.copytree(ROOT / name, project / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            ROOT / name, project / name, ignore=shutil.ignore_patterns("__pycache__")
+        )
     for gallery in ("recipes_source", "intermediate_source"):
         (project / gallery).mkdir()
         shutil.copy(ROOT / gallery / "GALLERY_HEADER.rst", project / gallery)
     (project / "recipes_source" / "broken.py").write_text(BROKEN)
-    (project / "index.rst").write_text("Test\n====\n\n.. toctree::\n\n   recipes/index\n   intermediate/index\n")
+    (project / "index.rst").write_text(
+        "Test\n====\n\n.. toctree::\n\n   recipes/index\n   intermediate/index\n"
+    )
 
     proc = make("html", cwd=project, check=False)
 

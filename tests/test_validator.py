@@ -10,7 +10,9 @@ from conftest import ROOT
 
 from tools.validate import validate
 
-GOOD_NOTEBOOK = nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]))
+GOOD_NOTEBOOK = nbformat.writes(
+    nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
+)
 
 INDEX = """<html><body>
 <div class="sd-card"><a class="sd-stretched-link" href="recipes/demo.html">Demo</a></div>
@@ -32,12 +34,16 @@ GALLERY_INDEX = """<html><body><div class="sphx-glr-thumbnails"></div>
 </body></html>"""
 
 
-def make_site(tmp_path, code="print('hi')", output="hi", minutes=0, seconds="1.500", index=INDEX):
+def make_site(
+    tmp_path, code="print('hi')", output="hi", minutes=0, seconds="1.500", index=INDEX
+):
     site = tmp_path / "html"
     for rel, text in {
         "index.html": index,
         "recipes/index.html": GALLERY_INDEX,
-        "recipes/demo.html": PAGE.format(code=code, output=output, minutes=minutes, seconds=seconds),
+        "recipes/demo.html": PAGE.format(
+            code=code, output=output, minutes=minutes, seconds=seconds
+        ),
         "_downloads/a/demo.ipynb": GOOD_NOTEBOOK,
         "_downloads/b/demo.py": "print('hi')\n",
         "_downloads/c/recipes_python.zip": "zip",
@@ -72,11 +78,13 @@ def test_missing_stamp_fails(tmp_path):
 
 
 def test_stamp_must_name_required_device(tmp_path):
-    assert "does not name 'NVIDIA'" not in problems(make_site(tmp_path), require_device="NVIDIA")
+    assert "does not name 'NVIDIA'" not in problems(
+        make_site(tmp_path), require_device="NVIDIA"
+    )
     assert "does not name 'AMD'" in problems(make_site(tmp_path), require_device="AMD")
 
 
-TRACE = "Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: boom"
+TRACE = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: boom'
 
 
 def test_unexpected_traceback_fails(tmp_path):
@@ -110,24 +118,46 @@ def test_missing_gallery_zip_fails(tmp_path):
 
 @pytest.mark.parametrize(
     "leak",
-    ["/home/ci/work/x.py", "/root/.cache/torch", "/tmp/torchinductor_root/ab.py", "/var/lib/x",
-     "/usr/lib/python3.11/site-packages/torch/_dynamo/eval_frame.py", "lib/python3.12/site-packages/x"],
+    [
+        "/home/ci/work/x.py",
+        "/root/.cache/torch",
+        "/tmp/torchinductor_root/ab.py",
+        "/var/lib/x",
+        "/usr/lib/python3.11/site-packages/torch/_dynamo/eval_frame.py",
+        "lib/python3.12/site-packages/x",
+    ],
 )
 def test_machine_path_fails(tmp_path, leak):
-    assert "build-machine path" in problems(make_site(tmp_path, output=f"compiled {leak}:12"))
+    assert "build-machine path" in problems(
+        make_site(tmp_path, output=f"compiled {leak}:12")
+    )
 
 
 def test_checkout_path_fails(tmp_path):
-    assert "build-machine path" in problems(make_site(tmp_path, output=f"{ROOT}/recipes_source/demo.py"))
+    assert "build-machine path" in problems(
+        make_site(tmp_path, output=f"{ROOT}/recipes_source/demo.py")
+    )
 
 
 def test_relative_paths_pass(tmp_path):
-    assert problems(make_site(tmp_path, output="recipes_source/demo.py:12 and eval_frame.py:300")) == ""
+    assert (
+        problems(
+            make_site(
+                tmp_path, output="recipes_source/demo.py:12 and eval_frame.py:300"
+            )
+        )
+        == ""
+    )
 
 
 def test_card_to_missing_page_fails(tmp_path):
-    index = INDEX + '<div class="sd-card"><a class="sd-stretched-link" href="recipes/gone.html">Gone</a></div>'
-    assert "recipes/gone.html, which does not exist" in problems(make_site(tmp_path, index=index))
+    index = (
+        INDEX
+        + '<div class="sd-card"><a class="sd-stretched-link" href="recipes/gone.html">Gone</a></div>'
+    )
+    assert "recipes/gone.html, which does not exist" in problems(
+        make_site(tmp_path, index=index)
+    )
 
 
 def test_tutorial_without_card_fails(tmp_path):
@@ -139,7 +169,26 @@ def test_tutorial_without_card_fails(tmp_path):
 def test_cli_exit_status_and_message(tmp_path):
     bad = make_site(tmp_path, seconds="0.000")
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.validate", str(bad)], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "tools.validate", str(bad)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 1
     assert "recipes/demo.html: recorded run time is zero" in proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["DeprecationWarning", "FutureWarning"])
+def test_unexpected_warning_fails(tmp_path, kind):
+    found = problems(make_site(tmp_path, output=f"x.py:3: {kind}: old API"))
+    assert f"shows a {kind}" in found
+
+
+def test_marked_warning_passes(tmp_path):
+    code = "# intended-warning: this page shows the deprecation on purpose\nold_api()"
+    assert (
+        problems(
+            make_site(tmp_path, code=code, output="x.py:3: FutureWarning: old API")
+        )
+        == ""
+    )

@@ -7,7 +7,8 @@ Reads every HTML page with an HTML parser and fails, naming the page and the rea
 * a tutorial page records a run time of zero (it did not execute), or has no
   "Verified on" stamp;
 * an output block shows a Python traceback that its code cell does not mark as
-  intended (a comment containing ``intended-traceback``);
+  intended (a comment containing ``intended-traceback``), or a DeprecationWarning or
+  FutureWarning that it does not mark (``intended-warning``);
 * a tutorial's .py or .ipynb download is missing, or the notebook is not valid nbformat;
   a gallery's download-all zip is missing;
 * text on a page shows an absolute path of the build machine;
@@ -30,6 +31,8 @@ from bs4 import BeautifulSoup
 
 TRACEBACK = "Traceback (most recent call last)"
 INTENDED = "intended-traceback"
+WARNING = re.compile(r"\b(DeprecationWarning|FutureWarning)\b")
+INTENDED_WARNING = "intended-warning"
 _TIMING = re.compile(r"\((\d+) minutes? ([\d.]+) seconds?\)")
 
 
@@ -81,13 +84,22 @@ def _run_seconds(soup):
 
 def _check_outputs(soup, page, report):
     for out in soup.select("div.sphx-glr-script-out"):
-        if TRACEBACK not in out.get_text():
-            continue
+        text = out.get_text()
         code = out.find_previous("div", class_=re.compile(r"^highlight-"))
-        if code is not None and INTENDED in code.get_text():
-            continue
-        first = out.get_text().strip().splitlines()[-1][:120]
-        report.fail(page, f"an output block shows a traceback not marked {INTENDED!r}: {first}")
+        code_text = code.get_text() if code is not None else ""
+        if TRACEBACK in text and INTENDED not in code_text:
+            last = text.strip().splitlines()[-1][:120]
+            report.fail(
+                page,
+                f"an output block shows a traceback not marked {INTENDED!r}: {last}",
+            )
+        warning = WARNING.search(text)
+        if warning and INTENDED_WARNING not in code_text:
+            line = next(ln for ln in text.splitlines() if warning.group(1) in ln)[:160]
+            report.fail(
+                page,
+                f"an output block shows a {warning.group(1)} not marked {INTENDED_WARNING!r}: {line.strip()}",
+            )
 
 
 def _check_downloads(site, soup, page, report):
@@ -103,7 +115,8 @@ def _check_downloads(site, soup, page, report):
         if suffix == ".ipynb":
             try:
                 nbformat.validate(nbformat.read(target, as_version=4))
-            except Exception as exc:  # any reader or schema error means a broken download
+            except Exception as exc:
+                # Any reader or schema error means a broken download.
                 report.fail(page, f"the notebook is not valid nbformat: {exc!s:.200}")
 
 
@@ -123,7 +136,10 @@ def _check_tutorial(site, soup, page, report, must_run):
 def _check_stamp_device(soup, page, report, require_device):
     stamp = soup.select_one("p.verified-stamp")
     if stamp is not None and require_device not in stamp.get_text():
-        report.fail(page, f"stamp does not name {require_device!r}: {stamp.get_text(' ', strip=True)}")
+        report.fail(
+            page,
+            f"stamp does not name {require_device!r}: {stamp.get_text(' ', strip=True)}",
+        )
 
 
 def _check_index(site, tutorials, report):
@@ -143,7 +159,10 @@ def _check_index(site, tutorials, report):
         if target is None:
             continue
         if not target.is_file():
-            report.fail("index.html", f"card '{title}' points to {link['href']}, which does not exist")
+            report.fail(
+                "index.html",
+                f"card '{title}' points to {link['href']}, which does not exist",
+            )
         linked.add(target)
     for page in tutorials:
         if (site / page).resolve() not in linked:
@@ -194,13 +213,17 @@ def validate(site, pattern=None, require_device=None, source_root=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m tools.validate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.validate", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("site", help="the built site, e.g. _build/html")
     parser.add_argument(
         "--pattern",
         help="only tutorials whose page path matches this regex must have executed (make html-one)",
     )
-    parser.add_argument("--require-device", help="every stamp must name this device, e.g. 'NVIDIA'")
+    parser.add_argument(
+        "--require-device", help="every stamp must name this device, e.g. 'NVIDIA'"
+    )
     parser.add_argument(
         "--source-root",
         default=os.getcwd(),
@@ -211,7 +234,10 @@ def main(argv=None):
     for problem in report.problems:
         print(f"validate: {problem}", file=sys.stderr)
     if report.problems:
-        print(f"validate: {len(report.problems)} problem(s) in {args.site}; fix the tutorial or page named above.", file=sys.stderr)
+        print(
+            f"validate: {len(report.problems)} problem(s) in {args.site}; fix the tutorial or page named above.",
+            file=sys.stderr,
+        )
         return 1
     print(f"validate: {report.tutorials} tutorial page(s) in {args.site} passed.")
     return 0

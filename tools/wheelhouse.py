@@ -39,15 +39,30 @@ def platform_tags(platform):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m tools.wheelhouse", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.wheelhouse", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--dest", default="wheelhouse")
     parser.add_argument("--python-version", default="3.12")
     parser.add_argument("--platform", default="manylinux_2_28_x86_64")
     args = parser.parse_args(argv)
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as reqs:
         reqs.write("\n".join(requirements_without_torch()) + "\n")
-    cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--implementation", "cp",
-           "--python-version", args.python_version, "-d", args.dest, "-r", reqs.name]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--only-binary=:all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        args.python_version,
+        "-d",
+        args.dest,
+        "-r",
+        reqs.name,
+    ]
     for tag in platform_tags(args.platform):
         cmd += ["--platform", tag]
     print(" ".join(cmd[2:]))

@@ -1,0 +1,341 @@
+"""The built site in a real browser: Debian's Chromium driven by Playwright.
+
+The site is served from 127.0.0.1 by a static server started here, the way ``make serve``
+does. Every request that leaves 127.0.0.1 is aborted by the test, so the result is the
+same with or without a network, and a page that needs a third-party server to work fails.
+Screenshots of the index and of one tutorial land in ``test-artifacts/browser/``.
+
+Chromium comes from Debian (``.ci/run`` installs it); Playwright's own browser download
+(``playwright install``) is never used.
+"""
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import threading
+from urllib.parse import urljoin, urlsplit
+
+import nbformat
+import pytest
+from conftest import ROOT, page_of, tutorial_sources
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+SOURCES = tutorial_sources()
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SITE_TITLE = "Learn torch.compile"
+SEARCH_TERM = "foreach_map"
+SCREENSHOT_TUTORIAL = "foreach_map"
+# Sphinx renders math with MathJax from this CDN (its default mathjax_path): a reader
+# offline sees the TeX source instead. Serving MathJax from _static would remove this.
+ALLOWED_THIRD_PARTY = ("https://cdn.jsdelivr.net/npm/mathjax@",)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the site and remembers every request it could not answer."""
+
+    failures = None  # set per server: a list of (status, path)
+
+    def log_message(self, *args):
+        pass
+
+    def send_error(self, code, message=None, explain=None):
+        self.failures.append((code, self.path))
+        super().send_error(code, message, explain)
+
+
+@pytest.fixture(scope="module")
+def site_server(built_site):
+    site, _ = built_site
+    failures = []
+    handler = type("Handler", (_QuietHandler,), {"failures": failures})
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(site))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    yield base, failures
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    # Debian's chromium first (.ci/run installs it); GitHub's Ubuntu runners ship Chrome.
+    found = (
+        shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
+    )
+    chromium = next((path for path in found if path), None)
+    if chromium is None:
+        message = "Debian's chromium is not installed (apt-get install chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(message + "; .ci/run should have installed it")
+        pytest.skip(message)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class PageLog:
+    """What went wrong while a page was open: console errors, uncaught exceptions,
+    and requests to other hosts (which the test aborts)."""
+
+    def __init__(self, base):
+        self.base = base
+        self.errors = []
+        self.third_party = []
+
+    def is_local(self, url):
+        return url.startswith(self.base) or urlsplit(url).scheme in ("data", "blob")
+
+    def route(self, route):
+        url = route.request.url
+        if self.is_local(url):
+            route.continue_()
+        else:
+            self.third_party.append(url)
+            route.abort()
+
+    def console(self, message):
+        if message.type != "error":
+            return
+        url = (message.location or {}).get("url", "")
+        # A third-party resource the test aborted shows as "Failed to load resource" with
+        # that resource's URL; it is recorded in self.third_party (and reported as such
+        # unless allowed), not counted twice here. Any other console error, including a
+        # failed load of the site's own files, is the site's.
+        if message.text.startswith("Failed to load resource"):
+            if not self.is_local(url) or urlsplit(url).path == "/favicon.ico":
+                # /favicon.ico: Chromium guesses it on its own when a page names no icon.
+                return
+        self.errors.append(f"console.error: {message.text} ({url})")
+
+    def page_error(self, error):
+        self.errors.append(f"uncaught exception: {error}")
+
+
+@pytest.fixture
+def page(browser, site_server):
+    base, _ = site_server
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 900}, accept_downloads=True
+    )
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base[:-1])
+    log = PageLog(base)
+    context.route("**/*", log.route)
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    page.on("console", log.console)
+    page.on("pageerror", log.page_error)
+    page.log = log
+    page.base = base
+    yield page
+    context.close()
+
+
+def open_page(page, path):
+    """Go to a site path; return the HTTP response after the page and its assets load."""
+    response = page.goto(urljoin(page.base, path), wait_until="load")
+    assert response is not None, path
+    return response
+
+
+def screenshot(page, name):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=ARTIFACTS / name, full_page=True)
+
+
+def source_title(source):
+    """The tutorial's title: the first underlined heading of its docstring."""
+    lines = (ROOT / source).read_text(encoding="utf-8").splitlines()
+    for above, line in zip(lines, lines[1:]):
+        if above.strip() and re.fullmatch(r"(=+|-+|~+|\^+|\*+)", line.strip()):
+            if len(line.strip()) >= len(above.strip()) and not above.startswith(".."):
+                return normalize(above)
+    raise AssertionError(f"{source}: no title in the docstring")
+
+
+def normalize(text):
+    """Heading text as a reader sees it: no reST markup, no permalink sign, one space."""
+    text = re.sub(r"[`*]", "", text).replace("#", "").replace("¶", "")
+    return " ".join(text.split())
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_index_has_a_card_per_tutorial(page):
+    assert open_page(page, "index.html").status == 200
+    assert page.title().endswith(SITE_TITLE)
+    cards = page.locator("div.sd-card")
+    targets = []
+    for i in range(cards.count()):
+        card = cards.nth(i)
+        assert card.is_visible(), f"card {i} is not visible"
+        link = card.locator("a[href]").first
+        targets.append(urljoin(page.url, link.get_attribute("href")).split("#")[0])
+    screenshot(page, "index.png")
+    for source in SOURCES:
+        assert urljoin(page.base, page_of(source)) in targets, f"no card for {source}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=str)
+def test_card_opens_its_page(page, source):
+    open_page(page, "index.html")
+    card = page.locator("div.sd-card").filter(
+        has=page.locator(f'a[href$="{page_of(source)}"]')
+    )
+    assert card.count() == 1, f"{card.count()} cards link to {page_of(source)}"
+    # A reader clicks anywhere on the card (sphinx-design stretches the link over it).
+    with page.expect_navigation(wait_until="load") as navigation:
+        card.click()
+    response = navigation.value
+    assert response.status == 200
+    assert page.url.split("#")[0] == urljoin(page.base, page_of(source))
+    title = source_title(source)
+    heading = normalize(page.locator("article h1").first.inner_text())
+    assert heading == title
+    assert page.title() == f"{title} — {SITE_TITLE}"
+    if source.stem == SCREENSHOT_TUTORIAL or (
+        SCREENSHOT_TUTORIAL not in {s.stem for s in SOURCES} and source == SOURCES[0]
+    ):
+        screenshot(page, f"{source.stem}.png")
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=str)
+def test_downloads_return_the_files(page, source, tmp_path):
+    open_page(page, page_of(source))
+    for kind, suffix in (("python", ".py"), ("jupyter", ".ipynb")):
+        link = page.locator(f"div.sphx-glr-download-{kind} a[href]").first
+        link.scroll_into_view_if_needed()
+        with page.expect_download() as download_info:
+            link.click()
+        download = download_info.value
+        assert download.suggested_filename == f"{source.stem}{suffix}"
+        path = tmp_path / download.suggested_filename
+        download.save_as(path)
+        text = path.read_text(encoding="utf-8")
+        if suffix == ".py":
+            compile(text, str(path), "exec")
+        else:
+            notebook = nbformat.reads(text, as_version=4)
+            nbformat.validate(notebook)
+            assert any(cell.cell_type == "code" for cell in notebook.cells)
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=str)
+def test_code_cells_have_a_working_copy_button(page, source):
+    open_page(page, page_of(source))
+    cells = page.locator("article div.highlight-Python")
+    assert cells.count() > 0
+    for i in range(cells.count()):
+        assert cells.nth(i).locator("button.copybtn").count() == 1, f"cell {i}"
+    first = cells.first
+    first.hover()
+    first.locator("button.copybtn").click()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied.strip() == first.locator("pre").inner_text().strip()
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=str)
+def test_images_load(page, source):
+    open_page(page, page_of(source))
+    images = page.locator("article img")
+    for i in range(images.count()):
+        image = images.nth(i)
+        image.scroll_into_view_if_needed()
+        src = image.get_attribute("src")
+        page.wait_for_function("img => img.complete", arg=image.element_handle())
+        natural = image.evaluate("img => [img.naturalWidth, img.naturalHeight]")
+        assert min(natural) > 0, f"{src} did not load"
+        box = image.bounding_box()
+        assert box and box["width"] > 0 and box["height"] > 0, f"{src} has no size"
+
+
+def test_index_thumbnails_load(page):
+    open_page(page, "index.html")
+    images = page.locator("img.sd-card-img-top")
+    assert images.count() >= len(SOURCES)
+    for i in range(images.count()):
+        image = images.nth(i)
+        image.scroll_into_view_if_needed()
+        page.wait_for_function("img => img.complete", arg=image.element_handle())
+        natural = image.evaluate("img => img.naturalWidth * img.naturalHeight")
+        assert natural > 0, f"{image.get_attribute('src')} did not load"
+
+
+def test_search_finds_foreach_map(page):
+    open_page(page, "index.html")
+    search = page.locator("form.bd-search input[name=q]:visible").first
+    search.fill(SEARCH_TERM)
+    with page.expect_navigation(wait_until="load"):
+        search.press("Enter")
+    assert "search.html" in page.url
+    # Sphinx's search lists hits one by one, then retitles the block "Search Results".
+    page.wait_for_function(
+        "() => document.querySelector('#search-results h2')?.innerText"
+        " === 'Search Results'"
+    )
+    results = page.locator("#search-results ul.search li a")
+    hrefs = [
+        urljoin(page.url, results.nth(i).get_attribute("href"))
+        for i in range(results.count())
+    ]
+    page_url = urljoin(page.base, "recipes/foreach_map.html")
+    assert any(h.split("#")[0].split("?")[0] == page_url for h in hrefs), hrefs
+    hit = next(
+        i for i, h in enumerate(hrefs) if h.split("#")[0].split("?")[0] == page_url
+    )
+    with page.expect_navigation(wait_until="load") as navigation:
+        results.nth(hit).click()
+    assert navigation.value.status == 200
+
+
+PAGES = [
+    "index.html",
+    "recipes/index.html",
+    "intermediate/index.html",
+    "search.html?q=torch.compile",
+    *(page_of(s) for s in SOURCES),
+]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_no_console_errors_nor_third_party_requests(page, path):
+    """No script error, no missing file, and nothing loaded from another server: the
+    page works offline and tells no third party who read it."""
+    open_page(page, path)
+    page.wait_for_timeout(300)  # scripts that run after load (search, copy buttons)
+    problems = list(page.log.errors)
+    problems += [
+        f"requested from another server: {url}"
+        for url in sorted(set(page.log.third_party))
+        if not url.startswith(ALLOWED_THIRD_PARTY)
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_server_answered_every_request(site_server):
+    """Runs last in this module: no page asked the server for a file the site lacks."""
+    _, failures = site_server
+    # /favicon.ico: Chromium asks for it on its own when a page names no icon.
+    missing = sorted(
+        {f"{code} {path}" for code, path in failures if path != "/favicon.ico"}
+    )
+    assert not missing, "\n".join(missing)

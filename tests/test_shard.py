@@ -1,0 +1,380 @@
+"""Sharded builds: the planner balances and partitions, and merged shards make the single site.
+
+The merge tests build a small throw-away gallery (four examples that take a second each) in
+temporary copies of the project, one per shard as on separate CI runners, rather than
+executing the real tutorials again.
+"""
+
+import itertools
+import json
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+from conftest import ROOT, make, page_of, tutorial_sources
+
+from tools.shard import PlanError, Tutorial, plan
+from tools.validate import validate
+
+# --- the planner -------------------------------------------------------------------------
+
+
+def shard_cli(*args, cwd=ROOT, check=True):
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.shard", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def loads(shards):
+    return [s.seconds for s in shards]
+
+
+def optimum(seconds, n):
+    """The best possible longest shard, by trying every assignment (small inputs only)."""
+    best = float("inf")
+    for assignment in itertools.product(range(n), repeat=len(seconds)):
+        load = [0.0] * n
+        for s, shard in zip(seconds, assignment):
+            load[shard] += s
+        best = min(best, max(load))
+    return best
+
+
+def tutorials_of(seconds, labels=None):
+    labels = labels or [None] * len(seconds)
+    return [
+        Tutorial(
+            source=f"recipes_source/t{i}.py",
+            page=f"recipes/t{i}.html",
+            seconds=s,
+            label=lab,
+        )
+        for i, (s, lab) in enumerate(zip(seconds, labels))
+    ]
+
+
+SAMPLES = [
+    [600, 420, 300, 240, 200, 90, 60, 45, 30],  # a few long tutorials, many recipes
+    [100, 100, 100, 100, 100, 100, 100],  # equal: counts must differ by at most one
+    [3, 3, 2, 2, 2],  # the classic case where greedy is not optimal
+    [1000, 10, 10, 10, 10],  # one dominates
+    [7.5, 61.2, 33.0, 12.9, 48.1, 5.0, 90.4, 27.3],
+]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+@pytest.mark.parametrize("seconds", SAMPLES, ids=lambda s: f"{len(s)}-items")
+def test_plan_is_within_the_optimum_plus_the_longest_item(seconds, n):
+    shards = plan(tutorials_of(seconds), n)
+    assert len(shards) == n
+    assert sorted(t.seconds for s in shards for t in s.tutorials) == sorted(seconds)
+    best = optimum(seconds, n)
+    assert max(loads(shards)) <= best + max(seconds) + 1e-9
+    # Longest-first does better still: at most 4/3 of the optimum.
+    assert max(loads(shards)) <= 4 / 3 * best + 1e-9
+
+
+def test_plan_is_balanced_on_random_durations():
+    rng = random.Random(0)
+    for _ in range(200):
+        seconds = [
+            round(rng.lognormvariate(4, 1), 1) for _ in range(rng.randint(1, 40))
+        ]
+        n = rng.randint(1, 8)
+        longest = max(loads(plan(tutorials_of(seconds), n)))
+        # The optimum is at least the average load, so this is stricter than optimum + longest.
+        assert longest <= sum(seconds) / n + max(seconds) + 1e-9
+
+
+def test_equal_durations_spread_evenly():
+    shards = plan(tutorials_of([60.0] * 7), 3)
+    assert sorted(len(s.tutorials) for s in shards) == [2, 2, 3]
+
+
+def test_required_runner_label_gets_its_own_shard():
+    seconds = [300, 200, 100, 100, 50]
+    labels = [None, "multi-gpu", None, None, None]
+    shards = plan(tutorials_of(seconds, labels), 3)
+    multi = [s for s in shards if s.label == "multi-gpu"]
+    assert len(multi) == 1
+    assert "recipes_source/t1.py" in [t.source for t in multi[0].tutorials]
+    for s in shards:
+        if s.label is None:
+            assert all(t.label is None for t in s.tutorials)
+
+
+def test_too_few_shards_for_the_labels_is_an_error():
+    with pytest.raises(PlanError, match="at least 2 shards"):
+        plan(tutorials_of([1, 2, 3], [None, "a", "b"]), 1)
+
+
+def test_shards_with_no_work_match_nothing():
+    shards = plan(tutorials_of([5, 5]), 4)
+    empty = [s for s in shards if not s.tutorials]
+    assert len(empty) == 2
+    for s in empty:
+        assert not re.search(s.pattern(), "recipes_source/t0.py")
+
+
+# --- the CLI on the real gallery ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_shard_patterns_partition_the_gallery(n):
+    sources = [str(s) for s in tutorial_sources()]
+    pages = [page_of(s) for s in tutorial_sources()]
+    patterns = [
+        shard_cli("--shard", f"{i}/{n}", "--pattern").stdout.strip()
+        for i in range(1, n + 1)
+    ]
+    listed = [shard_cli("--shard", f"{i}/{n}").stdout.split() for i in range(1, n + 1)]
+    assert sorted(itertools.chain(*listed)) == sorted(sources)
+    for source, page in zip(sources, pages):
+        # sphinx-gallery matches the source's full path, the validator the page's path.
+        owners = [i for i, p in enumerate(patterns) if re.search(p, f"{ROOT}/{source}")]
+        assert len(owners) == 1, (source, patterns)
+        assert [i for i, p in enumerate(patterns) if re.search(p, page)] == owners
+        assert source in listed[owners[0]]
+
+
+def test_plan_and_matrix_output():
+    printed = shard_cli("-n", "2").stdout
+    for source in tutorial_sources():
+        assert printed.count(str(source)) == 1
+    matrix = json.loads(
+        shard_cli("-n", "2", "--matrix", "--default-label", "my-gpu").stdout
+    )
+    assert {e["shard"] for e in matrix["include"]} <= {"1/2", "2/2"}
+    assert all(e["runner"] == "my-gpu" for e in matrix["include"])
+
+
+def test_bad_shard_is_refused():
+    proc = shard_cli("--shard", "3/2", "--pattern", check=False)
+    assert proc.returncode == 2
+    assert "between 1 and N" in proc.stderr
+
+
+# --- building shards and merging them -----------------------------------------------------
+
+EXAMPLES = {
+    "recipes_source/alpha.py": (
+        "Alpha",
+        "import matplotlib.pyplot as plt\n\nplt.plot([0, 1, 2], [0, 1, 4])\nplt.show()\nprint('alpha ran')\n",
+    ),
+    "recipes_source/beta.py": ("Beta", "print('beta ran', sum(range(10)))\n"),
+    "intermediate_source/gamma_tutorial.py": (
+        "Gamma",
+        "print('gamma ran')\n# sphinx_gallery_runner_label = \"multi-gpu\"\n",
+    ),
+    "intermediate_source/delta_tutorial.py": (
+        "Delta",
+        "import matplotlib.pyplot as plt\n\nplt.bar([1, 2], [3, 1])\nplt.show()\nprint('delta ran')\n",
+    ),
+}
+# Durations for the planner: shard 1 (runner gpu) gets alpha and delta, shard 2 (runner
+# multi-gpu, which gamma requires) beta and gamma.
+DURATIONS = {
+    "recipes_source/alpha.py": 30,
+    "recipes_source/beta.py": 20,
+    "intermediate_source/gamma_tutorial.py": 15,
+    "intermediate_source/delta_tutorial.py": 10,
+}
+PLAN = {
+    1: {"recipes/alpha.html", "intermediate/delta_tutorial.html"},
+    2: {"recipes/beta.html", "intermediate/gamma_tutorial.html"},
+}
+
+
+def small_project(path):
+    """A copy of the project's build machinery with a four-example gallery."""
+    path.mkdir()
+    for name in ("conf.py", "Makefile", "requirements.txt"):
+        shutil.copy(ROOT / name, path / name)
+    for name in ("sphinxext", "tools", "_static", "_templates"):
+        shutil.copytree(
+            ROOT / name, path / name, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    for gallery in ("recipes_source", "intermediate_source"):
+        (path / gallery).mkdir()
+        shutil.copy(ROOT / gallery / "GALLERY_HEADER.rst", path / gallery)
+    cards = []
+    for source, (title, code) in EXAMPLES.items():
+        (path / source).write_text(
+            f'"""\n{title}\n{"=" * len(title)}\n\nA tiny example.\n"""\n\n# %%\n{code}'
+        )
+        doc = page_of(Path(source)).removesuffix(".html")
+        cards.append(
+            f"   .. grid-item-card:: {title}\n      :link: {doc}\n      :link-type: doc\n\n      {title}.\n"
+        )
+    (path / "index.rst").write_text(
+        "Test\n====\n\n.. grid:: 2\n\n"
+        + "\n".join(cards)
+        + "\n.. toctree::\n   :hidden:\n\n   recipes/index\n   intermediate/index\n"
+    )
+    report = {"tutorials": [{"source": s, "seconds": t} for s, t in DURATIONS.items()]}
+    (path / "tools" / "build_report.gpu.json").write_text(json.dumps(report))
+    return path
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    """Two shards built on 'separate runners', a merge of them, and a single build to compare."""
+    base = tmp_path_factory.mktemp("sharded")
+    shards = []
+    for i in (1, 2):
+        project = small_project(base / f"runner-{i}")
+        make("html", f"SHARD={i}/2", cwd=project)
+        shards.append(project / "_build" / "shard")
+    single = small_project(base / "single")
+    make("html", cwd=single)
+    merged = small_project(base / "merge")
+    proc = make("merge", f"SHARDS={shards[0]} {shards[1]}", cwd=merged)
+    return {
+        "shards": shards,
+        "single": single / "_build" / "html",
+        "merged": merged / "_build" / "html",
+        "merge_output": proc.stdout + proc.stderr,
+        "base": base,
+    }
+
+
+def files(site):
+    return {
+        p.relative_to(site).as_posix()
+        for p in site.rglob("*")
+        if p.is_file() and ".doctrees" not in p.parts
+    }
+
+
+def test_small_gallery_plan_is_as_expected(sharded):
+    project = sharded["base"] / "single"
+    for i, pages in PLAN.items():
+        pattern = shard_cli(
+            "--shard", f"{i}/2", "--pattern", cwd=project
+        ).stdout.strip()
+        assert {
+            p for p in (page_of(Path(s)) for s in EXAMPLES) if re.search(pattern, p)
+        } == pages
+
+
+def test_small_gallery_plan_puts_gamma_on_its_runner(sharded):
+    project = sharded["base"] / "single"
+    printed = shard_cli("-n", "2", cwd=project).stdout
+    assert "(requires multi-gpu)" in printed
+    matrix = json.loads(shard_cli("-n", "2", "--matrix", cwd=project).stdout)
+    assert [(e["shard"], e["runner"]) for e in matrix["include"]] == [
+        ("1/2", "gpu"),
+        ("2/2", "multi-gpu"),
+    ]
+
+
+def test_runner_label_comment_stays_off_the_page_and_notebook(sharded):
+    site = sharded["merged"]
+    assert "gamma ran" in (site / "intermediate" / "gamma_tutorial.html").read_text()
+    (notebook,) = (site / "_downloads").rglob("gamma_tutorial.ipynb")
+    for text in (
+        (site / "intermediate" / "gamma_tutorial.html").read_text(),
+        notebook.read_text(),
+    ):
+        assert "sphinx_gallery_runner_label" not in text
+
+
+def test_each_shard_executed_only_its_own_pages(sharded):
+    for i, shard in enumerate(sharded["shards"], start=1):
+        executed = {
+            f"{g}/{p.name.removesuffix('.py.md5')}.html"
+            for g in ("recipes", "intermediate")
+            for p in (shard / g).glob("*.py.md5")
+        }
+        assert executed == PLAN[i]
+
+
+def test_merged_site_has_exactly_the_files_of_a_single_build(sharded):
+    assert files(sharded["merged"]) == files(sharded["single"])
+
+
+def test_merged_pages_are_a_single_builds_but_for_run_times(sharded):
+    site, single = sharded["merged"], sharded["single"]
+    pages = sorted(p for p in files(single) if p.endswith((".html", ".md", ".txt")))
+    assert pages
+    for page in pages:
+        # Run times, memory and dates differ from run to run, and so does the order of
+        # the execution-times tables (slowest first); everything else must not.
+        merged_text, single_text = (
+            sorted(re.sub(r"\d+", "0", (s / page).read_text()).splitlines())
+            for s in (site, single)
+        )
+        assert merged_text == single_text, page
+
+
+def test_merged_site_passes_the_validator_and_every_page_ran_once(sharded):
+    site = sharded["merged"]
+    assert validate(site).problems == []
+    report = json.loads((site / "build_report.json").read_text())
+    assert sorted(r["source"] for r in report["tutorials"]) == sorted(EXAMPLES)
+    for source in EXAMPLES:
+        page = page_of(Path(source))
+        soup = BeautifulSoup((site / page).read_text(), "html.parser")
+        assert soup.select_one("p.verified-stamp") is not None, page
+        stem = page.split("/")[1].removesuffix(".html")
+        assert f"{stem.split('_')[0]} ran" in soup.get_text(), page
+        for suffix in (".py", ".ipynb", ".zip"):
+            assert list((site / "_downloads").rglob(f"{stem}{suffix}")), (
+                f"{stem}{suffix}"
+            )
+    for zip_name in (
+        "recipes_python.zip",
+        "recipes_jupyter.zip",
+        "intermediate_python.zip",
+        "intermediate_jupyter.zip",
+    ):
+        assert list((site / "_downloads").rglob(zip_name)), zip_name
+    for i, pages in PLAN.items():
+        for page in pages:
+            source = next(s for s in EXAMPLES if page_of(Path(s)) == page)
+            assert re.search(
+                rf"{re.escape(source)}\s+from \S*runner-{i}/", sharded["merge_output"]
+            )
+
+
+def test_merged_plots_and_thumbnails_come_from_the_shard_that_ran_them(sharded):
+    site, single = sharded["merged"], sharded["single"]
+    for image in ("sphx_glr_alpha_001.png", "sphx_glr_delta_tutorial_001.png"):
+        assert (site / "_images" / image).is_file()
+    for thumb in ("sphx_glr_alpha_thumb.png", "sphx_glr_delta_tutorial_thumb.png"):
+        assert (site / "_images" / thumb).read_bytes() == (
+            single / "_images" / thumb
+        ).read_bytes()
+
+
+def test_merge_fails_when_a_page_was_executed_by_no_shard(sharded, tmp_path):
+    project = small_project(tmp_path / "merge")
+    proc = make("merge", f"SHARDS={sharded['shards'][0]}", cwd=project, check=False)
+    assert proc.returncode != 0
+    assert "recipes_source/beta.py: no shard executed it" in proc.stderr
+    assert not (project / "_build" / "html").exists()
+
+
+def test_merge_fails_when_a_page_was_executed_twice(sharded, tmp_path):
+    twin = tmp_path / "shard-1-again"
+    shutil.copytree(sharded["shards"][0], twin)
+    project = small_project(tmp_path / "merge")
+    proc = make(
+        "merge",
+        f"SHARDS={sharded['shards'][0]} {sharded['shards'][1]} {twin}",
+        cwd=project,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "recipes_source/alpha.py: executed twice" in proc.stderr
