@@ -4,10 +4,10 @@
 
 1. cold: no generated pages and an empty compile cache (`.cache/`): everything executes
    and compiles;
-2. warm: generated pages removed, compile cache kept: everything executes, kernels come
-   from the cache;
-3. no-change: nothing removed: sphinx-gallery's checksums say nothing changed, so
-   nothing executes.
+2. no-change: nothing removed: sphinx-gallery's checksums say nothing changed, so
+   nothing executes;
+3. warm: generated pages removed, compile cache kept: everything executes, kernels come
+   from the cache.
 
 Each build's output goes to ``OUT/build-<name>.log``; ``OUT/timings.json`` holds seconds,
 exit status and sphinx-gallery's "executed N out of M" for each. Extra arguments are passed
@@ -59,7 +59,7 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = {}
-    for name in ("cold", "warm", "no-change"):
+    for name in ("cold", "no-change", "warm"):
         if name in args.skip:
             continue
         if name in ("cold", "warm"):
