@@ -69,6 +69,7 @@ import logging
 import re
 import statistics
 import time
+import warnings
 from collections import Counter
 
 import matplotlib.pyplot as plt
@@ -83,6 +84,10 @@ from torch._functorch.aot_autograd import make_boxed_func
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cuda":
     device_name = torch.cuda.get_device_name()
+    # This page compares compiled gradients with eager ones in full float32. Inductor
+    # suggests TF32 tensor cores when it compiles a float32 matmul with them off; that
+    # advice is about speed, not about this lesson.
+    warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
     # The timed model at the end: batch, width, Blocks per stage.
     bench_batch, bench_width, bench_blocks = 64, 1024, 4
 else:

@@ -69,6 +69,7 @@ import re
 import statistics
 import sys
 import time
+import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -84,16 +85,20 @@ torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 
 if device == "cuda":
-    # TF32 tensor cores for float32 matmuls, in eager and compiled code alike. Inductor
-    # recommends it (and warns on Ampere or newer GPUs when it is off).
-    torch.set_float32_matmul_precision("high")
+    # Full float32 on this page, TF32 tensor cores off for matmuls and for cuDNN's
+    # convolutions (which use them by default). TF32 rounds inputs to 10 mantissa bits;
+    # eager and compiled code fuse and order operations differently, and through the
+    # backward of a ResNet those roundings add up to gradients that differ by several
+    # percent, too much to check that the compiled model computes the same thing.
+    # Inductor suggests TF32 when it is off; in your own code, weigh it for speed.
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = False
+    warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
     device_name = torch.cuda.get_device_name()
     MODEL_NAME, BATCH, IMAGE = "ResNet-18", 16, 224
     MLP_BATCH, MLP_WIDTH = 32, 1024
-    # TF32 rounds float32 inputs to 10 mantissa bits (cuDNN convolutions use it by
-    # default), and eager and compiled code may pick different kernels: compare them at
-    # TF32 precision.
-    TOL = {"rtol": 1e-2, "atol": 1e-2}
+    # Float32 rounding in different kernels and a different order of operations.
+    TOL = {"rtol": 1e-3, "atol": 1e-3}
 else:
     device_name = f"CPU, {torch.get_num_threads()} threads"
     # Compiling ResNet-18 for training takes well over a minute on a 2-core CPU;

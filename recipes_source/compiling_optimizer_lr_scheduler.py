@@ -65,27 +65,23 @@ from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, OneCycleLR
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cuda":
     device_name = torch.cuda.get_device_name()
-    WIDTH, HIDDEN, BATCH = 1024, 4096, 256
+    WIDTH, HIDDEN = 1024, 4096
 else:
     device_name = "CPU"
-    WIDTH, HIDDEN, BATCH = 32, 64, 64
+    WIDTH, HIDDEN = 32, 64
     print("No CUDA GPU found: running on the CPU with a smaller model.")
 
 N_STEPS = 12  # more than the default recompile limit of 8, so the limit shows up below
 LR = 1e-2
 
 print(f"torch {torch.__version__} on {device} ({device_name})")
-print(f"MLP {WIDTH} -> {HIDDEN} -> {WIDTH}, batch {BATCH}, {N_STEPS} steps per run")
+print(f"MLP {WIDTH} -> {HIDDEN} -> {WIDTH}, {N_STEPS} steps per run")
 print(f"recompile limit: {torch._dynamo.config.recompile_limit}")
 
 # %%
-# The pieces every experiment shares: a model built from the same seed each time, one fixed
-# batch, and an optimizer whose learning rate (and, later, ``betas``) can be a float or a
-# 0-dimensional tensor. A tensor hyperparameter lives on the same device as the parameters.
-
-gen = torch.Generator().manual_seed(1)
-inputs = torch.randn(BATCH, WIDTH, generator=gen).to(device)
-targets = torch.randn(BATCH, WIDTH, generator=gen).to(device)
+# The pieces every experiment shares: a model built from the same seed each time, and an
+# optimizer whose learning rate (and, later, ``betas``) can be a float or a 0-dimensional
+# tensor. A tensor hyperparameter lives on the same device as the parameters.
 
 
 def make_model():
@@ -145,11 +141,18 @@ class CountingBackend:
 
 
 # %%
-# ``train`` runs ``N_STEPS`` steps of a plain loop (forward, backward, optimizer step,
-# scheduler step) and records, after each step, the learning rate, Adam's first beta and how
-# many compilations have happened so far. ``torch._dynamo.reset()`` at the start gives each
-# run an empty compile cache, so no run inherits compiled code (or a recompile count) from the
-# one before. ``keep_beta1_tensor`` is for ``OneCycleLR`` and is explained in its section.
+# ``train`` runs ``N_STEPS`` steps of a plain loop (gradients, optimizer step, scheduler
+# step) and records, after each step, the learning rate, Adam's first beta and how many
+# compilations have happened so far. The gradients come from a generator seeded the same way
+# in every run, not from a loss, so that every run sees exactly the same gradients and runs
+# can be compared value for value. With gradients from a real loss, the rounding differences
+# between eager and compiled Adam (a fused kernel may order its float32 operations
+# differently) change the next step's gradients, and Adam, which divides each gradient by
+# its own running scale, turns a tiny change in a near-zero gradient into a step of about the
+# full learning rate: two correct runs drift visibly apart within a few steps.
+# ``torch._dynamo.reset()`` at the start gives each run an empty compile cache, so no run
+# inherits compiled code (or a recompile count) from the one before. ``keep_beta1_tensor``
+# is for ``OneCycleLR`` and is explained in its section.
 
 
 def train(
@@ -180,9 +183,10 @@ def train(
         step = opt.step
 
     history = {"lr": [], "beta1": [], "compilations": [], "step_s": []}
+    grads = torch.Generator(device=device).manual_seed(1)
     for _ in range(N_STEPS):
-        loss = torch.nn.functional.mse_loss(model(inputs), targets)
-        loss.backward()
+        for p in model.parameters():
+            p.grad = torch.randn(p.shape, generator=grads, device=device)
         t0 = time.perf_counter()
         step()
         if device == "cuda":

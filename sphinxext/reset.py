@@ -57,6 +57,7 @@ def _reset_torch():
     # It describes the build machine, not the lesson.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = True  # PyTorch's default
     # Show every DeprecationWarning and FutureWarning a tutorial triggers: they reach the
     # page's output, where the validator rejects those the tutorial does not mark.
     warnings.simplefilter("default", DeprecationWarning)
