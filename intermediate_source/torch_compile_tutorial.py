@@ -99,6 +99,7 @@ if device == "cuda":
     MLP_BATCH, MLP_WIDTH = 32, 1024
     # Float32 rounding in different kernels and a different order of operations.
     TOL = {"rtol": 1e-3, "atol": 1e-3}
+    GRAD_REL_TOL = 2e-2
 else:
     device_name = f"CPU, {torch.get_num_threads()} threads"
     # Compiling ResNet-18 for training takes well over a minute on a 2-core CPU;
@@ -107,6 +108,7 @@ else:
     MODEL_NAME, BATCH, IMAGE = "ResNet-10", 8, 32
     MLP_BATCH, MLP_WIDTH = 32, 256
     TOL = {"rtol": 1e-4, "atol": 1e-4}
+    GRAD_REL_TOL = 1e-3
 
 print(f"device: {device} ({device_name})")
 print(f"torch {torch.__version__}, torchvision {torchvision.__version__}")
@@ -375,12 +377,17 @@ compiled_loss, train_first_s = first_call(compiled_step)
 eager_loss = eager_step()
 torch.testing.assert_close(compiled_loss, eager_loss, **TOL)
 # compiled_net shares its parameters with net_to_compile. Gradients of the first and last
-# layers, with the absolute tolerance scaled to each gradient's largest entry.
+# layers, compared as a whole: ||compiled - eager|| / ||eager||. Each entry of the first
+# layer's gradient sums many thousands of products of both signs, which mostly cancel, and
+# the compiled backward adds them in another order, so single entries can differ by far
+# more than their size suggests while the gradient as a whole agrees closely. A wrong
+# gradient would be off by order one.
 for name in ["conv1.weight", "fc.weight"]:
     grad_compiled = net_to_compile.get_parameter(name).grad
     grad_eager = eager_net.get_parameter(name).grad
-    atol = TOL["atol"] * grad_eager.abs().max().item()
-    torch.testing.assert_close(grad_compiled, grad_eager, rtol=TOL["rtol"], atol=atol)
+    rel = ((grad_compiled - grad_eager).norm() / grad_eager.norm()).item()
+    print(f"gradient of {name:13s} relative difference {rel:.1e}")
+    assert rel < GRAD_REL_TOL, (name, rel)
 print(
     f"loss of the first step: eager {eager_loss.item():.5f}, compiled {compiled_loss.item():.5f}"
 )
