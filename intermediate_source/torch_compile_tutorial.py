@@ -453,9 +453,12 @@ plt.show()
 # in eager and compiled code. What changes is the work around them: Inductor fuses each
 # batch norm with its ReLU and with the residual addition, so activations cross memory
 # fewer times, and on the GPU, CUDA graphs launch the whole model at once instead of
-# kernel by kernel. That work is a large share of the time at small batches and on fast
-# GPUs, and a small share on a small CPU, where the gap is smaller and can even reverse.
-# Measure on the hardware you will run on.
+# kernel by kernel. How much that buys depends on how much of the time the convolutions
+# take. This page keeps TF32 off, so on a GPU the float32 convolutions are slow and take
+# most of each step, and the part that compiling can shrink is small; with TF32 or
+# bfloat16 the convolutions get several times faster and the fused work around them
+# becomes a larger share. On a small CPU the gap is small too, and can even reverse.
+# Measure on the hardware and precision you will run with.
 #
 # Compile time grows with the model: the first-call column above is paid once per process
 # and per input shape, and a larger network (a DenseNet or a transformer) takes minutes to
