@@ -7,6 +7,7 @@ did not change.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,3 +51,20 @@ def page_of(source):
         source.parts[0]
     ]
     return f"{gallery}/{source.stem}.html"
+
+
+def copy_build_machinery(dest):
+    """A new project at ``dest`` with this one's build machinery and empty galleries.
+
+    The caller adds the examples and an index.rst.
+    """
+    dest.mkdir()
+    for name in ("conf.py", "Makefile", "requirements.txt"):
+        shutil.copy(ROOT / name, dest / name)
+    for name in ("sphinxext", "tools", "_static", "_templates"):
+        shutil.copytree(
+            ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    for gallery in ("recipes_source", "intermediate_source"):
+        (dest / gallery).mkdir()
+        shutil.copy(ROOT / gallery / "GALLERY_HEADER.rst", dest / gallery)

@@ -1,8 +1,6 @@
 """A tutorial that raises fails the build, and the last lines name its file and line."""
 
-import shutil
-
-from conftest import ROOT, make
+from conftest import copy_build_machinery, make
 
 BROKEN = '''"""
 Broken on purpose
@@ -21,16 +19,7 @@ raise ValueError("deliberate failure for the test suite")
 
 def test_failing_tutorial_fails_the_build_and_names_it(tmp_path):
     project = tmp_path / "site"
-    project.mkdir()
-    for name in ("conf.py", "Makefile", "requirements.txt"):
-        shutil.copy(ROOT / name, project / name)
-    for name in ("sphinxext", "tools", "_static", "_templates"):
-        shutil.copytree(
-            ROOT / name, project / name, ignore=shutil.ignore_patterns("__pycache__")
-        )
-    for gallery in ("recipes_source", "intermediate_source"):
-        (project / gallery).mkdir()
-        shutil.copy(ROOT / gallery / "GALLERY_HEADER.rst", project / gallery)
+    copy_build_machinery(project)
     (project / "recipes_source" / "broken.py").write_text(BROKEN)
     (project / "index.rst").write_text(
         "Test\n====\n\n.. toctree::\n\n   recipes/index\n   intermediate/index\n"

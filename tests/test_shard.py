@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
-from conftest import ROOT, make, page_of, tutorial_sources
+from conftest import ROOT, copy_build_machinery, make, page_of, tutorial_sources
 
 from tools.shard import PlanError, Tutorial, plan
 from tools.validate import validate
@@ -198,16 +198,7 @@ PLAN = {
 
 def small_project(path):
     """A copy of the project's build machinery with a four-example gallery."""
-    path.mkdir()
-    for name in ("conf.py", "Makefile", "requirements.txt"):
-        shutil.copy(ROOT / name, path / name)
-    for name in ("sphinxext", "tools", "_static", "_templates"):
-        shutil.copytree(
-            ROOT / name, path / name, ignore=shutil.ignore_patterns("__pycache__")
-        )
-    for gallery in ("recipes_source", "intermediate_source"):
-        (path / gallery).mkdir()
-        shutil.copy(ROOT / gallery / "GALLERY_HEADER.rst", path / gallery)
+    copy_build_machinery(path)
     cards = []
     for source, (title, code) in EXAMPLES.items():
         (path / source).write_text(
