@@ -20,8 +20,7 @@ from urllib.parse import urljoin, urlsplit
 import nbformat
 import pytest
 from conftest import ROOT, page_of, tutorial_sources
-
-sync_api = pytest.importorskip("playwright.sync_api")
+from playwright import sync_api
 
 SOURCES = tutorial_sources()
 ARTIFACTS = ROOT / "test-artifacts" / "browser"

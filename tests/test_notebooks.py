@@ -7,11 +7,10 @@ is installed already, so it is quick). The tutorials run one after another: on t
 running them side by side is no faster, since each uses every core.
 """
 
+import nbclient
 import nbformat
 import pytest
 from conftest import tutorial_sources
-
-nbclient = pytest.importorskip("nbclient")
 
 SOURCES = tutorial_sources()
 # Seconds one cell may take; the slowest cells compile with torch.compile on CPU.
