@@ -4,13 +4,16 @@ sphinx-gallery calls :func:`peak_memory` around every code block and shows the l
 value in each page's footer and on the execution-times page. On a CUDA machine the value
 is the peak of PyTorch's CUDA allocator; without CUDA it is the growth of the build
 process's peak resident set size. The running maximum for the current example is kept
-here so that the build report (``sphinxext.reset``) reads the same number.
+here so that the build report (``sphinxext.reset``) reads the same number as the
+execution-times page: the peak above what was already allocated when the example started
+(sphinx-gallery reports it that way too).
 """
 
 import resource
 import sys
 
 _example_peak_mib = 0.0
+_example_base_mib = 0.0
 
 
 def _cuda():
@@ -42,9 +45,12 @@ def peak_memory(func):
 
 
 def start_example():
-    global _example_peak_mib
-    _example_peak_mib = 0.0
+    global _example_peak_mib, _example_base_mib
+    cuda = _cuda()
+    _example_base_mib = cuda.memory_allocated() / 2**20 if cuda is not None else 0.0
+    _example_peak_mib = _example_base_mib
 
 
 def example_peak_mib():
-    return _example_peak_mib
+    """Peak memory of the example since start_example(), above its starting point."""
+    return max(0.0, _example_peak_mib - _example_base_mib)
