@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tools.shard import galleries
+
 ROOT = Path(__file__).resolve().parents[1]
 TEST_BUILDDIR = "_build/test"
 
@@ -37,20 +39,21 @@ def built_site():
     return ROOT / TEST_BUILDDIR / "html", proc.stdout + proc.stderr
 
 
+# (examples folder, gallery folder) pairs, read from conf.py as the shard planner reads them.
+GALLERIES = dict(galleries(ROOT))
+
+
 def tutorial_sources():
     return sorted(
         p.relative_to(ROOT)
-        for folder in ("recipes_source", "intermediate_source")
+        for folder in GALLERIES
         for p in (ROOT / folder).glob("*.py")
         if not p.name.startswith("_")
     )
 
 
 def page_of(source):
-    gallery = {"recipes_source": "recipes", "intermediate_source": "intermediate"}[
-        source.parts[0]
-    ]
-    return f"{gallery}/{source.stem}.html"
+    return f"{GALLERIES[source.parts[0]]}/{source.stem}.html"
 
 
 def copy_build_machinery(dest):
@@ -65,6 +68,6 @@ def copy_build_machinery(dest):
         shutil.copytree(
             ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__")
         )
-    for gallery in ("recipes_source", "intermediate_source"):
+    for gallery in GALLERIES:
         (dest / gallery).mkdir()
         shutil.copy(ROOT / gallery / "GALLERY_HEADER.rst", dest / gallery)

@@ -9,9 +9,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import GALLERIES, ROOT
 
-GALLERIES = ["recipes_source", "intermediate_source"]
 RST_SOURCES = ["index.rst", *(f"{g}/GALLERY_HEADER.rst" for g in GALLERIES)]
 PROSE = [*GALLERIES, "index.rst", "README.md"]
 
