@@ -192,3 +192,14 @@ def test_marked_warning_passes(tmp_path):
         )
         == ""
     )
+
+
+def test_warning_printed_by_the_build_passes_when_marked(tmp_path):
+    from sphinxext.reset import format_warning
+
+    printed = format_warning(
+        "old API", FutureWarning, "/usr/lib/python3.12/site-packages/torch/x.py", 7
+    )
+    assert printed == "x.py:7: FutureWarning: old API\n"
+    code = "# intended-warning: shown on purpose\nold_api()"
+    assert problems(make_site(tmp_path, code=code, output=printed)) == ""
