@@ -1,8 +1,45 @@
-"""A second build with no change executes nothing (sphinx-gallery's checksum cache)."""
+"""A second build with no change executes nothing (sphinx-gallery's checksum cache), and
+new run records reach the pages without executing anything."""
 
-from conftest import TEST_BUILDDIR, make
+import dataclasses
+
+from conftest import TEST_BUILDDIR, copy_build_machinery, make
+
+from tools import gallery
 
 
 def test_unchanged_rebuild_executes_nothing(built_site):
     proc = make("html", f"BUILDDIR={TEST_BUILDDIR}")
     assert "successfully executed 0 out of" in proc.stdout
+
+
+def test_new_committed_records_reach_the_page_without_executing(tmp_path):
+    """A rebuild reads a page again when its table would change, executing nothing; a
+    record of an older source leaves the table and the validator names it."""
+    project = tmp_path / "site"
+    copy_build_machinery(project)
+    (project / "recipes_source" / "tiny.py").write_text(
+        '"""\nTiny\n====\n\nA tiny example.\n"""\n\n# %%\nprint("tiny ran")\n'
+    )
+    (project / "index.rst").write_text(
+        "Test\n====\n\n.. grid:: 1\n\n   .. grid-item-card:: Tiny\n      :link: recipes/tiny\n"
+        "      :link-type: doc\n\n      Tiny.\n\n"
+        ".. toctree::\n   :hidden:\n\n   recipes/index\n   intermediate/index\n"
+    )
+    make("html", cwd=project)
+    page = project / "_build" / "html" / "recipes" / "tiny.html"
+    (own,) = gallery.read_report(project / "_build" / "html" / gallery.REPORT)
+    assert own.passed and own.how == "build" and own.device in page.read_text()
+
+    committed = dataclasses.replace(own, device="Test Device 9000", torch="2.9.1")
+    gallery.save_records([committed], project)
+    proc = make("html", cwd=project)
+    assert "successfully executed 0 out of" in proc.stdout
+    assert "Test Device 9000" in page.read_text()
+
+    stale = dataclasses.replace(committed, checksum="0" * 32)
+    (path,) = gallery.save_records([stale], project)
+    proc = make("html", cwd=project)
+    assert "Test Device 9000" not in page.read_text()
+    assert f"{path.relative_to(project)}: 1 stale record(s)" in proc.stderr
+    assert "recipes_source/tiny.py" in proc.stderr

@@ -3,6 +3,7 @@ minimum PyTorch, a serializable configuration, and tools.verify on a tiny tutori
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import types
@@ -196,16 +197,9 @@ def test_verify_exports_a_builds_records(tmp_path, project):
     )
     gallery.write_report(site / gallery.REPORT, [built])
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tools.verify",
-            "--from-build",
-            str(site),
-            "--root",
-            str(project),
-        ],
-        cwd=ROOT,
+        [sys.executable, "-m", "tools.verify", "--from-build", str(site)],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
     )

@@ -236,9 +236,6 @@ def main(argv=None):
         default=1800,
         help="seconds one tutorial may take (default: %(default)s)",
     )
-    parser.add_argument(
-        "--root", default=".", help="the project (default: the current directory)"
-    )
     args = parser.parse_args(argv)
     try:
         if args.from_build:
@@ -248,11 +245,11 @@ def main(argv=None):
                     f"{args.from_build}/{gallery.REPORT} holds no records"
                 )
         else:
-            records = verify(args.root, args)
+            records = verify(Path.cwd(), args)
     except VerifyError as exc:
         print(f"verify: {exc}", file=sys.stderr)
         return 2
-    for path in gallery.save_records(records, args.root):
+    for path in gallery.save_records(records, Path.cwd()):
         print(f"verify: wrote {path}")
     failed = [r.source for r in records if not r.passed]
     if failed:
