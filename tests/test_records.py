@@ -4,6 +4,7 @@ minimum PyTorch, a serializable configuration, and tools.verify on a tiny tutori
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -138,6 +139,7 @@ PyTorch 2.9 or later.
 
 # %%
 import os
+import re
 import tempfile
 
 import matplotlib.pyplot as plt
@@ -187,6 +189,14 @@ def test_verify_runs_a_tiny_tutorial_as_a_script_and_records_it(tmp_path):
     by_source = {r.source: r for r in gallery.read_report(path)}
     assert by_source["recipes_source/broken.py"].passed is False
     assert by_source["recipes_source/tiny.py"].passed is True
+
+
+def test_a_readers_venv_gets_what_the_tutorials_import_besides_torch():
+    from tools.verify import reader_requirements
+
+    names = [re.match(r"[\w.-]+", r).group(0) for r in reader_requirements(ROOT)]
+    assert "numpy" in names and "matplotlib" in names
+    assert not {"torch", "torchvision", "triton", "sphinx"} & set(names)
 
 
 def test_verify_exports_a_builds_records(tmp_path, project):

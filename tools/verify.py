@@ -45,9 +45,10 @@ class VerifyError(Exception):
 def reader_requirements(root):
     """What the tutorials import besides torch (requirements.txt's first block)."""
     lines = (Path(root) / "requirements.txt").read_text().splitlines()
-    start = next(
-        i for i, ln in enumerate(lines) if ln.startswith("# What the tutorials")
-    )
+    heading = "# What the tutorials import"
+    if heading not in lines:
+        raise VerifyError(f"requirements.txt has no {heading!r} block")
+    start = lines.index(heading)
     block = []
     for line in lines[start + 1 :]:
         if not line.strip():
