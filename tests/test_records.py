@@ -1,6 +1,7 @@
 """The gallery model and the run records: checksums, the "Verified on" table, the stated
 minimum PyTorch, a serializable configuration, and tools.verify on a tiny tutorial."""
 
+import argparse
 import dataclasses
 import json
 import os
@@ -8,6 +9,7 @@ import re
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, copy_build_machinery
@@ -216,3 +218,55 @@ def test_verify_exports_a_builds_records(tmp_path, project):
     assert proc.returncode == 0, proc.stderr
     path = project / "records" / "nvidia-h100-80gb-hbm3-torch-2.11.0+cu130.json"
     assert json.loads(path.read_text())["tutorials"] == [built.to_dict()]
+
+
+def test_venv_installs_the_asked_torch_past_the_machines_pip_config(
+    tmp_path, monkeypatch
+):
+    """The pip commands tools.verify runs (pip itself is not run here)."""
+    from tools import verify as v
+
+    calls = []
+    monkeypatch.setattr(v, "_pip", lambda python, args, log: calls.append(args))
+    # `python -m venv DIR` only makes DIR here.
+    monkeypatch.setattr(
+        v.subprocess, "run", lambda cmd, **k: Path(cmd[-1]).mkdir(parents=True)
+    )
+    (tmp_path / "requirements.txt").write_text((ROOT / "requirements.txt").read_text())
+    args = argparse.Namespace(
+        torch="2.9.1", torchvision=None, index_url=None, find_links=["wheels"]
+    )
+    python = v.make_venv(tmp_path, args)
+    assert python == tmp_path / ".verify" / "venv-torch-2.9.1" / "bin" / "python"
+    torch_call, rest_call = calls
+    assert "torch==2.9.1" in torch_call and "torchvision" in torch_call
+    assert "--find-links" in torch_call and "--find-links" in rest_call
+    assert not any(a.startswith("torch") for a in rest_call)
+    # The second run finds the venv ready and installs nothing.
+    v.make_venv(tmp_path, args)
+    assert len(calls) == 2
+
+    calls.clear()
+    args.torch, args.index_url = (
+        "nightly",
+        "https://download.pytorch.org/whl/nightly/cpu",
+    )
+    v.make_venv(tmp_path, args)
+    torch_call, rest_call = calls
+    assert torch_call[:2] == ["--upgrade", "--index-url"] and "--pre" in torch_call
+    assert "--index-url" not in rest_call
+
+
+def test_pip_ignores_the_machines_pip_config(tmp_path, monkeypatch):
+    from tools import verify as v
+
+    seen = {}
+
+    def run(cmd, env, **kwargs):
+        seen.update(env=env, cmd=cmd)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(v.subprocess, "run", run)
+    v._pip("python", ["torch==2.9.1"], tmp_path / "log")
+    assert seen["env"]["PIP_CONFIG_FILE"] == os.devnull
+    assert seen["cmd"][-1] == "torch==2.9.1"
