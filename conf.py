@@ -31,6 +31,8 @@ exclude_patterns = [
     "_build",
     ".venv",
     ".cache",
+    ".tmp",
+    ".verify",
     "wheelhouse",
     "README.md",
     "recipes_source",
