@@ -3,7 +3,7 @@ new run records reach the pages without executing anything."""
 
 import dataclasses
 
-from conftest import TEST_BUILDDIR, copy_build_machinery, make
+from conftest import TEST_BUILDDIR, copy_build_machinery, make, page_of
 
 from tools import gallery
 
@@ -18,17 +18,21 @@ def test_new_committed_records_reach_the_page_without_executing(tmp_path):
     record of an older source leaves the table and the validator names it."""
     project = tmp_path / "site"
     copy_build_machinery(project)
-    (project / "recipes_source" / "tiny.py").write_text(
-        '"""\nTiny\n====\n\nA tiny example.\n"""\n\n# %%\nprint("tiny ran")\n'
-    )
+    cards = ""
+    for source in ("recipes_source/tiny.py", "intermediate_source/tiny_tutorial.py"):
+        (project / source).write_text(
+            '"""\nTiny\n====\n\nA tiny example.\n"""\n\n# %%\nprint("tiny ran")\n'
+        )
+        doc = page_of(source).removesuffix(".html")
+        cards += f"   .. grid-item-card:: {doc}\n      :link: {doc}\n      :link-type: doc\n\n      Tiny.\n\n"
     (project / "index.rst").write_text(
-        "Test\n====\n\n.. grid:: 1\n\n   .. grid-item-card:: Tiny\n      :link: recipes/tiny\n"
-        "      :link-type: doc\n\n      Tiny.\n\n"
+        f"Test\n====\n\n.. grid:: 2\n\n{cards}"
         ".. toctree::\n   :hidden:\n\n   recipes/index\n   intermediate/index\n"
     )
     make("html", cwd=project)
     page = project / "_build" / "html" / "recipes" / "tiny.html"
-    (own,) = gallery.read_report(project / "_build" / "html" / gallery.REPORT)
+    report = gallery.read_report(project / "_build" / "html" / gallery.REPORT)
+    own = {r.source: r for r in report}["recipes_source/tiny.py"]
     assert own.passed and own.how == "build" and own.device in page.read_text()
 
     committed = dataclasses.replace(own, device="Test Device 9000", torch="2.9.1")
