@@ -25,9 +25,8 @@ from tools.validate import MINIMUM, Report, check_records
 def test_checksum_is_the_one_sphinx_gallery_keeps(tmp_path):
     sources = [ROOT / t.source for t in gallery.tutorials(ROOT)]
     odd = tmp_path / "odd.py"
-    odd.write_bytes(
-        b"# caf\xc3\xa9\r\nx = '\xff'\r\n"
-    )  # CRLF and a byte that is not UTF-8
+    # CRLF line ends, a UTF-8 character and a byte that is not UTF-8.
+    odd.write_bytes(b"# na\xc3\xafve\r\nx = '\xff'\r\n")
     for path in [*sources, odd]:
         assert gallery.checksum(path) == get_md5sum(path, mode="t"), path
 
