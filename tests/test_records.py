@@ -240,6 +240,7 @@ def test_venv_installs_the_asked_torch_past_the_machines_pip_config(
     torch_call, rest_call = calls
     assert "torch==2.9.1" in torch_call and "torchvision" in torch_call
     assert "--find-links" in torch_call and "--find-links" in rest_call
+    assert "--no-index" in torch_call and "--no-index" not in rest_call
     assert not any(a.startswith("torch") for a in rest_call)
     # The second run finds the venv ready and installs nothing.
     v.make_venv(tmp_path, args)

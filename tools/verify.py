@@ -8,9 +8,12 @@
 Each tutorial runs as ``python file.py`` in an empty temporary folder (which is also its
 TMPDIR, so Inductor's compile cache starts empty), with MPLBACKEND=Agg, in a virtual
 environment of its own: .verify/venv-torch-<version>, kept for the next run. torch and
-torchvision come from --index-url (default PyPI) and --find-links; the rest of what the
-tutorials import from requirements.txt. The records (tools/gallery.py: checksum of the
-source, pass/fail, device, versions, date, seconds, peak resident memory) go into
+torchvision come from --index-url (default PyPI), or only from --find-links folders when
+no index is named; the rest of what the tutorials import (requirements.txt) from PyPI and
+those folders. pip ignores the machine's pip configuration (a cap on torch, say).
+
+The records (tools/gallery.py: checksum of the source, pass/fail, device, versions, date,
+seconds, peak resident memory) go into
 records/<device>-torch-<version>.json, replacing that environment's older record of the
 same tutorial; the pages show those whose checksum matches the current source.
 
@@ -96,7 +99,10 @@ def make_venv(root, args):
     if not python.is_file():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     log = venv / "install.log"
-    _pip(python, ["--upgrade", *index, *links, *torch], log)
+    # With wheels at hand and no index named, PyTorch comes from those wheels only: pip
+    # would otherwise take the same file from PyPI as readily.
+    offline = ["--no-index"] if links and not index else []
+    _pip(python, ["--upgrade", *offline, *index, *links, *torch], log)
     # The rest from the default index: a PyTorch-only index does not have them all.
     _pip(python, rest, log)
     stamp.write_text(json.dumps(wanted))
