@@ -13,9 +13,9 @@ no index is named; the rest of what the tutorials import (requirements.txt) from
 those folders. pip ignores the machine's pip configuration (a cap on torch, say).
 
 The records (tools/gallery.py: checksum of the source, pass/fail, device, versions, date,
-seconds, peak resident memory) go into
-records/<device>-torch-<version>.json, replacing that environment's older record of the
-same tutorial; the pages show those whose checksum matches the current source.
+seconds, peak resident memory) go into records/<device>-torch-<version>.json, replacing
+that environment's older record of the same tutorial; the pages show those whose checksum
+matches the current source.
 
 --from-build copies the records of a site build (its build_report.json) into records/
 the same way: that is how a GPU build's runs land there.
