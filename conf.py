@@ -2,7 +2,8 @@
 
 Declarative settings only. Behaviour lives in ``sphinxext/`` and is named here by dotted
 string (sphinx-gallery resolves those names itself, which keeps the configuration
-picklable for its parallel mode).
+picklable for its parallel mode); show_memory takes an object, whose class gives it a fixed
+repr and equality.
 """
 
 import os
