@@ -8,6 +8,10 @@
 #   make merge SHARDS="a b c"    one site in $(BUILDDIR)/html from the shard outputs a, b, c
 #   make serve                   serve _build/html on http://127.0.0.1:$(PORT)
 #   make wheelhouse              download the non-torch dependencies as wheels (offline builders)
+#   make verify TORCH=2.9.1      run every tutorial as a reader's script on that PyTorch (its own
+#                                venv in .verify/); the run records go to records/ (PATTERN=,
+#                                FIND_LINKS=dir, INDEX_URL=url, TORCHVISION=version)
+#   make records                 copy this build's run records ($(BUILDDIR)/html) into records/
 #   make clean                   remove the built site (keeps the venv and the compile cache)
 #
 # PYTHON=/path/to/python uses an environment you already have instead of .venv.
@@ -49,7 +53,7 @@ export MPLBACKEND ?= Agg
 
 SPHINX := $(PY) -m sphinx
 
-.PHONY: html html-noplot html-one serve test clean wheelhouse venv install-into-python merge
+.PHONY: html html-noplot html-one serve test clean wheelhouse venv install-into-python merge verify records
 
 html: $(ENV_READY)
 ifeq ($(strip $(SHARD)),)
@@ -106,6 +110,22 @@ $(VENV)/.requirements-test.txt: requirements-test.txt $(VENV)/.requirements.txt
 # PYTHON=... with WHEELHOUSE=...: complete that environment from the wheels (offline).
 install-into-python:
 	$(PY) -m pip install $(PIP_SOURCE) -r requirements.txt
+
+# tools.verify needs only the standard library; it makes its own venvs from this Python.
+VERIFY_PY := $(or $(strip $(PYTHON)),python3)
+TORCH ?=
+TORCHVISION ?=
+FIND_LINKS ?=
+INDEX_URL ?=
+
+verify:
+	@test -n "$(TORCH)" || { echo "usage: make verify TORCH=2.9.1 (or nightly) [PATTERN=regex] [FIND_LINKS=dir] [INDEX_URL=url]"; exit 2; }
+	$(VERIFY_PY) -m tools.verify --torch '$(TORCH)' $(if $(PATTERN),--pattern '$(PATTERN)') \
+	  $(if $(TORCHVISION),--torchvision '$(TORCHVISION)') $(if $(FIND_LINKS),--find-links '$(FIND_LINKS)') \
+	  $(if $(INDEX_URL),--index-url '$(INDEX_URL)')
+
+records:
+	$(VERIFY_PY) -m tools.verify --from-build $(BUILDDIR)/html
 
 wheelhouse:
 	$(PY) -m tools.wheelhouse --dest wheelhouse --python-version $(WHEEL_PYTHON_VERSION) --platform $(WHEEL_PLATFORM)

@@ -2,7 +2,8 @@
 
 Declarative settings only. Behaviour lives in ``sphinxext/`` and is named here by dotted
 string (sphinx-gallery resolves those names itself, which keeps the configuration
-picklable for its parallel mode).
+picklable for its parallel mode); show_memory takes an object, whose class gives it a fixed
+repr and equality.
 """
 
 import os
@@ -12,8 +13,9 @@ import pytorch_sphinx_theme2
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-# sphinx-gallery wants an object, not a name, for show_memory.
-from sphinxext.memory import peak_memory  # noqa: E402
+import sphinx.config  # noqa: E402
+
+from sphinxext import memory  # noqa: E402
 
 project = "Learn torch.compile"
 author = "torch.compile tutorials team"
@@ -23,13 +25,15 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "sphinx_design",
     "sphinx_copybutton",
-    "sphinxext.stamps",
+    "sphinxext.verified_on",
 ]
 
 exclude_patterns = [
     "_build",
     ".venv",
     ".cache",
+    ".tmp",
+    ".verify",
     "wheelhouse",
     "README.md",
     "recipes_source",
@@ -39,6 +43,7 @@ exclude_patterns = [
     "**/*.codeobj.json",
     "tests",
     "tools",
+    "records",
 ]
 
 sphinx_gallery_conf = {
@@ -48,9 +53,15 @@ sphinx_gallery_conf = {
     "filename_pattern": os.environ.get("GALLERY_PATTERN") or r"\.py$",
     "ignore_pattern": r"(^|/)_",
     "within_subsection_order": "FileNameSortKey",
-    "reset_modules": ("matplotlib", "sphinxext.reset.reset_compiler_state"),
+    # The recorder comes last: its clock starts after the reset.
+    "reset_modules": (
+        "matplotlib",
+        "sphinxext.reset.reset_compiler_state",
+        "sphinxext.record.record_run",
+    ),
     "reset_modules_order": "both",
-    "show_memory": peak_memory,
+    # sphinx-gallery takes a callable object here, not a dotted name.
+    "show_memory": memory.PeakMemory(),
     "download_all_examples": True,
     "remove_config_comments": True,
     "first_notebook_cell": (
@@ -61,6 +72,10 @@ sphinx_gallery_conf = {
     "write_computation_times": True,
     "min_reported_time": 0,
 }
+# Sphinx pickles the configuration; from Sphinx 7.3 an unpicklable value fails a -W build.
+assert sphinx.config.is_serializable(sphinx_gallery_conf), (
+    "sphinx_gallery_conf: use names or objects"
+)
 
 html_theme = "pytorch_sphinx_theme2"
 html_theme_path = [pytorch_sphinx_theme2.get_html_theme_path()]

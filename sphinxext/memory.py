@@ -1,10 +1,10 @@
 """Peak-memory measurement for sphinx-gallery's ``show_memory``.
 
-sphinx-gallery calls :func:`peak_memory` around every code block and shows the largest
+sphinx-gallery calls :class:`PeakMemory` (an instance, named in conf.py) around every code block and shows the largest
 value in each page's footer and on the execution-times page. On a CUDA machine the value
 is the peak of PyTorch's CUDA allocator; without CUDA it is the growth of the build
 process's peak resident set size. The running maximum for the current example is kept
-here so that the build report (``sphinxext.reset``) reads the same number as the
+here so that the run record (``sphinxext.record``) reads the same number as the
 execution-times page: the peak above what was already allocated when the example started
 (sphinx-gallery reports it that way too).
 """
@@ -28,20 +28,39 @@ def _max_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def peak_memory(func):
-    """Run ``func`` and return ``(peak MiB, result)``, as sphinx-gallery expects."""
-    global _example_peak_mib
-    cuda = _cuda()
-    if cuda is not None:
-        cuda.reset_peak_memory_stats()
-        out = func()
-        peak = cuda.max_memory_allocated() / 2**20
-    else:
-        before = _max_rss_mib()
-        out = func()
-        peak = _max_rss_mib() - before
-    _example_peak_mib = max(_example_peak_mib, peak)
-    return peak, out
+class PeakMemory:
+    """``show_memory``: sphinx-gallery takes a callable object there, not a name. An
+    instance with a fixed repr and equality keeps the configuration serializable for
+    Sphinx and the same from one build to the next (a function is neither)."""
+
+    def __call__(self, func):
+        """Run ``func`` and return ``(peak MiB, result)``, as sphinx-gallery expects."""
+        global _example_peak_mib
+        cuda = _cuda()
+        if cuda is not None:
+            cuda.reset_peak_memory_stats()
+            out = func()
+            peak = cuda.max_memory_allocated() / 2**20
+        else:
+            before = _max_rss_mib()
+            out = func()
+            peak = _max_rss_mib() - before
+        _example_peak_mib = max(_example_peak_mib, peak)
+        return peak, out
+
+    def __repr__(self):
+        return "sphinxext.memory.PeakMemory()"
+
+    def __eq__(self, other):
+        return type(other) is PeakMemory
+
+    def __hash__(self):
+        return hash(PeakMemory)
+
+
+def kind():
+    """What the peak measures, as a run record names it."""
+    return "cuda" if _cuda() is not None else "rss-growth"
 
 
 def start_example():

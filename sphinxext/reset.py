@@ -1,25 +1,15 @@
-"""Run every tutorial from a clean compiler state, and record where it ran.
+"""Run every tutorial from a clean compiler state.
 
-Named in conf.py as ``sphinx_gallery_conf["reset_modules"]``; sphinx-gallery calls
-:func:`reset_compiler_state` before and after each example. After an example it writes
-``<gallery>/<stem>.verified.json`` beside the generated page: the device, versions, date,
-run time and peak memory of that execution. ``sphinxext.stamps`` turns the file into the
-page's "Verified on" line and into the build report.
+Named in conf.py in ``sphinx_gallery_conf["reset_modules"]``; sphinx-gallery calls
+:func:`reset_compiler_state` before and after each example.
 """
 
-import datetime
 import gc
-import json
 import logging
-import platform
 import random
-import time
 import warnings
 from pathlib import Path
 
-from sphinxext import memory
-
-_started = {}
 _saved_configs = {}
 
 
@@ -80,71 +70,6 @@ def format_warning(message, category, filename, lineno, line=None):
     return f"{Path(filename).name}:{lineno}: {category.__name__}: {message}\n"
 
 
-def _device_name():
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name()
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        model = platform.processor()
-    return f"CPU ({model})" if model else "CPU"
-
-
-def _versions():
-    import torch
-
-    try:
-        import triton
-
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = None
-    return {
-        "torch": torch.__version__,
-        "triton": triton_version,
-        "python": platform.python_version(),
-    }
-
-
-def _source_and_page(gallery_conf, fname):
-    src_root = Path(gallery_conf["src_dir"])
-    for src, dst in zip(gallery_conf["examples_dirs"], gallery_conf["gallery_dirs"]):
-        if (src_root / src / fname).exists():
-            return f"{src}/{fname}", src_root / dst / Path(fname).stem
-    raise FileNotFoundError(f"{fname} is in none of {gallery_conf['examples_dirs']}")
-
-
-def record_path(page_stem):
-    return Path(f"{page_stem}.verified.json")
-
-
 def reset_compiler_state(gallery_conf, fname, when):
-    """Reset torch.compile, RNGs and CUDA memory; record the run after each example."""
-    if when == "before":
-        _reset_torch()
-        memory.start_example()
-        _started[fname] = time.perf_counter()
-        return
-
-    seconds = time.perf_counter() - _started.pop(fname)
-    import torch
-
-    source, page_stem = _source_and_page(gallery_conf, fname)
-    record = {
-        "source": source,
-        "page": f"{Path(page_stem).parent.name}/{Path(page_stem).name}.html",
-        "seconds": round(seconds, 2),
-        "peak_memory_mib": round(memory.example_peak_mib(), 1),
-        "peak_memory_kind": "cuda" if torch.cuda.is_available() else "cpu-rss",
-        "device": _device_name(),
-        **_versions(),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-    }
-    record_path(page_stem).write_text(json.dumps(record, indent=2) + "\n")
+    """Reset torch.compile, RNGs and CUDA memory before and after each example."""
     _reset_torch()

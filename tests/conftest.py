@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.shard import galleries
+from tools import gallery
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_BUILDDIR = "_build/test"
@@ -39,21 +39,16 @@ def built_site():
     return ROOT / TEST_BUILDDIR / "html", proc.stdout + proc.stderr
 
 
-# (examples folder, gallery folder) pairs, read from conf.py as the shard planner reads them.
-GALLERIES = dict(galleries(ROOT))
+# (examples folder, gallery folder) pairs, as conf.py pairs them.
+GALLERIES = dict(gallery.galleries(ROOT))
 
 
 def tutorial_sources():
-    return sorted(
-        p.relative_to(ROOT)
-        for folder in GALLERIES
-        for p in (ROOT / folder).glob("*.py")
-        if not p.name.startswith("_")
-    )
+    return sorted(Path(t.source) for t in gallery.tutorials(ROOT))
 
 
 def page_of(source):
-    return f"{GALLERIES[source.parts[0]]}/{source.stem}.html"
+    return f"{GALLERIES[Path(source).parts[0]]}/{Path(source).stem}.html"
 
 
 def copy_build_machinery(dest):
@@ -68,6 +63,6 @@ def copy_build_machinery(dest):
         shutil.copytree(
             ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__")
         )
-    for gallery in GALLERIES:
-        (dest / gallery).mkdir()
-        shutil.copy(ROOT / gallery / "GALLERY_HEADER.rst", dest / gallery)
+    for folder in GALLERIES:
+        (dest / folder).mkdir()
+        shutil.copy(ROOT / folder / "GALLERY_HEADER.rst", dest / folder)

@@ -1,6 +1,8 @@
 """The validator passes a good site and names each kind of defect in a crafted one."""
 
+import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 
@@ -8,6 +10,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 
+from tools import gallery
 from tools.validate import validate
 
 GOOD_NOTEBOOK = nbformat.writes(
@@ -20,10 +23,9 @@ INDEX = """<html><body>
 
 PAGE = """<html><body>
 <section class="sphx-glr-example-title"><h1>Demo</h1>
-<p class="verified-stamp">Verified on NVIDIA H100, PyTorch 2.11.0, 2026-11-21.</p>
+<table class="verified-on"><tr><td>NVIDIA H100</td></tr></table>
 <div class="highlight-Python notranslate"><pre>{code}</pre></div>
 <div class="sphx-glr-script-out highlight-none"><pre>{output}</pre></div>
-<p class="sphx-glr-timing"><strong>Total running time of the script:</strong> ({minutes} minutes {seconds} seconds)</p>
 <div class="sphx-glr-download sphx-glr-download-jupyter"><a href="../_downloads/a/demo.ipynb">nb</a></div>
 <div class="sphx-glr-download sphx-glr-download-python"><a href="../_downloads/b/demo.py">py</a></div>
 </section></body></html>"""
@@ -34,16 +36,56 @@ GALLERY_INDEX = """<html><body><div class="sphx-glr-thumbnails"></div>
 </body></html>"""
 
 
-def make_site(
-    tmp_path, code="print('hi')", output="hi", minutes=0, seconds="1.500", index=INDEX
-):
-    site = tmp_path / "html"
+DEMO = '''"""
+Demo
+====
+
+Prerequisites: PyTorch 2.9 or later.
+"""
+
+print("hi")
+'''
+
+
+def project_of(site):
+    return site.parent / "project"
+
+
+def make_record(root, **changes):
+    """A passing build record of the demo's current source, with ``changes``."""
+    record = gallery.RunRecord(
+        source="recipes_source/demo.py",
+        checksum=gallery.checksum(root / "recipes_source" / "demo.py"),
+        passed=True,
+        device="NVIDIA H100 80GB HBM3",
+        torch="2.11.0+cu130",
+        triton="3.5.0",
+        python="3.12.3",
+        date="2026-11-21",
+        seconds=1.5,
+        peak_memory_mib=12.0,
+        peak_memory_kind="cuda",
+        how="build",
+    )
+    return dataclasses.replace(record, **changes)
+
+
+def make_site(tmp_path, code="print('hi')", output="hi", index=INDEX, records=None):
+    """A built site in tmp_path/html, built from the project in tmp_path/project (a copy
+    of conf.py and requirements.txt with one tutorial, recipes_source/demo.py)."""
+    site, root = tmp_path / "html", tmp_path / "project"
+    (root / "recipes_source").mkdir(parents=True)
+    for name in ("conf.py", "requirements.txt"):
+        shutil.copy(ROOT / name, root / name)
+    (root / "recipes_source" / "demo.py").write_text(DEMO)
+    site.mkdir()
+    gallery.write_report(
+        site / gallery.REPORT, [make_record(root)] if records is None else records
+    )
     for rel, text in {
         "index.html": index,
         "recipes/index.html": GALLERY_INDEX,
-        "recipes/demo.html": PAGE.format(
-            code=code, output=output, minutes=minutes, seconds=seconds
-        ),
+        "recipes/demo.html": PAGE.format(code=code, output=output),
         "_downloads/a/demo.ipynb": GOOD_NOTEBOOK,
         "_downloads/b/demo.py": "print('hi')\n",
         "_downloads/c/recipes_python.zip": "zip",
@@ -55,33 +97,92 @@ def make_site(
 
 
 def problems(site, **kwargs):
-    return "\n".join(validate(site, source_root=str(ROOT), **kwargs).problems)
+    return "\n".join(validate(site, source_root=project_of(site), **kwargs).problems)
+
+
+def warnings(site):
+    return "\n".join(validate(site, source_root=project_of(site)).warnings)
 
 
 def test_good_site_passes(tmp_path):
     assert problems(make_site(tmp_path)) == ""
 
 
-def test_zero_run_time_fails(tmp_path):
-    assert "run time is zero" in problems(make_site(tmp_path, seconds="0.000"))
+def test_tutorial_without_a_record_fails(tmp_path):
+    assert "recipes_source/demo.py did not run" in problems(
+        make_site(tmp_path, records=[])
+    )
 
 
-def test_zero_run_time_allowed_outside_pattern(tmp_path):
-    assert problems(make_site(tmp_path, seconds="0.000"), pattern="intermediate/") == ""
+def test_tutorial_with_a_failing_record_fails(tmp_path):
+    site = make_site(tmp_path)
+    gallery.write_report(
+        site / gallery.REPORT, [make_record(project_of(site), passed=False)]
+    )
+    assert "recipes_source/demo.py did not run" in problems(site)
 
 
-def test_missing_stamp_fails(tmp_path):
+def test_record_of_an_older_source_does_not_count(tmp_path):
+    site = make_site(tmp_path)
+    (project_of(site) / "recipes_source" / "demo.py").write_text(DEMO + "# edited\n")
+    assert "recipes_source/demo.py did not run" in problems(site)
+
+
+def test_no_record_allowed_outside_pattern(tmp_path):
+    assert problems(make_site(tmp_path, records=[]), pattern="intermediate/") == ""
+
+
+def test_missing_table_fails(tmp_path):
     site = make_site(tmp_path)
     page = site / "recipes/demo.html"
-    page.write_text(page.read_text().replace("verified-stamp", "other"))
-    assert "'Verified on' stamp" in problems(site)
+    page.write_text(page.read_text().replace("verified-on", "other"))
+    assert "no 'Verified on' table" in problems(site)
 
 
-def test_stamp_must_name_required_device(tmp_path):
-    assert "does not name 'NVIDIA'" not in problems(
-        make_site(tmp_path), require_device="NVIDIA"
+def commit(site, *records):
+    gallery.save_records(records, project_of(site))
+
+
+def test_stale_committed_record_is_a_warning_that_names_it(tmp_path):
+    site = make_site(tmp_path)
+    commit(site, make_record(project_of(site), checksum="0" * 32, torch="2.9.1"))
+    assert problems(site) == ""
+    found = warnings(site)
+    assert "records/nvidia-h100-80gb-hbm3-torch-2.9.1.json: 1 stale record(s)" in found
+    assert "recipes_source/demo.py" in found
+
+
+def test_unverified_minimum_is_a_warning(tmp_path):
+    site = make_site(tmp_path)
+    assert "no passing record of its current source on PyTorch 2.9" in warnings(site)
+    commit(site, make_record(project_of(site), torch="2.9.1"))
+    assert "PyTorch 2.9" not in warnings(site)
+
+
+def test_failure_at_or_above_the_stated_minimum_fails(tmp_path):
+    site = make_site(tmp_path)
+    commit(site, make_record(project_of(site), torch="2.15.0", passed=False))
+    assert "says PyTorch 2.9 or later, but failed on PyTorch 2.15.0" in problems(site)
+
+
+def test_failure_below_the_stated_minimum_or_on_a_nightly_passes(tmp_path):
+    site = make_site(tmp_path)
+    commit(
+        site,
+        make_record(project_of(site), torch="2.8.0", passed=False),
+        make_record(project_of(site), torch="2.16.0.dev20261120+cpu", passed=False),
     )
-    assert "does not name 'AMD'" in problems(make_site(tmp_path), require_device="AMD")
+    assert problems(site) == ""
+
+
+def test_requirements_lower_bound_must_match_the_pages(tmp_path):
+    site = make_site(tmp_path)
+    demo = project_of(site) / "recipes_source" / "demo.py"
+    demo.write_text(DEMO.replace("2.9", "2.10"))
+    gallery.write_report(site / gallery.REPORT, [make_record(project_of(site))])
+    assert "requirements.txt: its torch lower bound is not torch>=2.10" in problems(
+        site
+    )
 
 
 TRACE = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: boom'
@@ -134,9 +235,8 @@ def test_machine_path_fails(tmp_path, leak):
 
 
 def test_checkout_path_fails(tmp_path):
-    assert "build-machine path" in problems(
-        make_site(tmp_path, output=f"{ROOT}/recipes_source/demo.py")
-    )
+    output = f"{tmp_path / 'project'}/recipes_source/demo.py"
+    assert "build-machine path" in problems(make_site(tmp_path, output=output))
 
 
 def test_relative_paths_pass(tmp_path):
@@ -167,15 +267,23 @@ def test_tutorial_without_card_fails(tmp_path):
 
 
 def test_cli_exit_status_and_message(tmp_path):
-    bad = make_site(tmp_path, seconds="0.000")
+    bad = make_site(tmp_path, records=[])
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.validate", str(bad)],
+        [
+            sys.executable,
+            "-m",
+            "tools.validate",
+            str(bad),
+            "--source-root",
+            str(project_of(bad)),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
     )
     assert proc.returncode == 1
-    assert "recipes/demo.html: recorded run time is zero" in proc.stderr
+    assert "recipes/demo.html: recipes_source/demo.py did not run" in proc.stderr
+    assert "validate: warning: recipes_source/demo.py: no passing record" in proc.stderr
 
 
 @pytest.mark.parametrize("kind", ["DeprecationWarning", "FutureWarning"])

@@ -45,8 +45,8 @@ def tool(name):
     return str(here) if here.is_file() else shutil.which(name)
 
 
-def test_there_are_the_two_workflows():
-    assert [f.name for f in FILES] == ["build.yml", "test.yml"]
+def test_there_are_the_three_workflows():
+    assert [f.name for f in FILES] == ["build.yml", "test.yml", "verify.yml"]
 
 
 def test_zizmor_finds_nothing():
@@ -203,3 +203,20 @@ def test_merge_then_deploy_from_main_only():
     assert deploy["if"] == "github.ref == 'refs/heads/main'"
     assert deploy["environment"]["name"] == "github-pages"
     assert uses(deploy, "actions/deploy-pages")
+
+
+def test_verify_workflow_runs_the_matrix_and_uploads_the_records():
+    doc = load("verify.yml")
+    assert set(doc["on"]) == {"schedule", "workflow_dispatch"}
+    cpu, gpu = doc["jobs"]["cpu"], doc["jobs"]["gpu"]
+    entries = cpu["strategy"]["matrix"]["include"]
+    assert any(e["index"].endswith("/whl/nightly/cpu") for e in entries)
+    # The oldest entry is the lower bound the pages and requirements.txt state.
+    lower = re.search(r"^torch>=(\S+)", (ROOT / "requirements.txt").read_text(), re.M)
+    assert any(e["torch"].startswith(lower.group(1) + ".") for e in entries)
+    assert 'make verify TORCH="$TORCH"' in runs(cpu)
+    assert "vars.GPU_RUNNER" in gpu["runs-on"]
+    assert "make html" in runs(gpu) and "make records" in runs(gpu)
+    for job in (cpu, gpu):
+        (upload,) = uses(job, "actions/upload-artifact")
+        assert upload["with"]["path"].rstrip("/") == "records"

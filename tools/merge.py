@@ -6,7 +6,7 @@
 A shard's output is what sphinx-gallery generated in its checkout (``recipes/``,
 ``intermediate/``: each tutorial's page source, images, downloads, checksum and run record),
 saved by ``--save``. The merge takes every tutorial's generated files from the one shard that
-executed it (the one holding sphinx-gallery's checksum of the current source), lays them into
+executed it (the one holding a passing run record of the current source), lays them into
 this checkout's gallery folders and builds the site once with nothing executed:
 sphinx-gallery reuses each executed page as is, and Sphinx assembles everything that spans
 pages (search index, gallery indexes, execution times, build report, llms-full.txt) as in a
@@ -23,8 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tools import validate
-from tools.shard import NOTHING, PlanError, find_tutorials, galleries
+from tools import gallery, validate
+from tools.shard import NOTHING
 
 MARKER = "shard-output.txt"  # not a dotfile: artifact uploads skip those
 
@@ -59,12 +59,12 @@ def save(root, dest):
             )
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    for _, gallery in galleries(root):
-        if not (root / gallery).is_dir():
+    for _, folder in gallery.galleries(root):
+        if not (root / folder).is_dir():
             raise MergeError(
-                f"{root / gallery} does not exist: build the shard first (make html SHARD=i/N)"
+                f"{root / folder} does not exist: build the shard first (make html SHARD=i/N)"
             )
-        shutil.copytree(root / gallery, dest / gallery)
+        shutil.copytree(root / folder, dest / folder)
     (dest / MARKER).write_text(
         "generated galleries of one shard, for python -m tools.merge\n"
     )
@@ -73,29 +73,25 @@ def save(root, dest):
 
 def owners(root, shards):
     """{tutorial source: the shard folder that executed it}; MergeError unless exactly one did."""
-    from sphinx_gallery.utils import get_md5sum  # the checksum sphinx-gallery compares
-
     root = Path(root)
     problems = [
         f"{s}: not a shard output (written by python -m tools.merge --save)"
         for s in shards
         if not (s / MARKER).is_file()
     ]
-    by_src = dict(galleries(root))
     owner = {}
-    for tutorial in find_tutorials(root, {}, 0.0):
-        src, filename = tutorial.source.split("/", 1)
-        current = get_md5sum(root / tutorial.source, mode="t")
+    for tutorial in gallery.tutorials(root):
         ran, other = [], []
         for shard in shards:
-            md5 = shard / by_src[src] / f"{filename}.md5"
-            if md5.is_file():
-                (ran if md5.read_text().strip() == current else other).append(
+            path = tutorial.generated(shard).with_suffix(gallery.RECORD_SUFFIX)
+            if path.is_file():
+                record = gallery.read_record(path)
+                (ran if gallery.ran(tutorial, [record], root) else other).append(
                     str(shard)
                 )
         if other:
             problems.append(
-                f"{tutorial.source}: {', '.join(other)} executed another version of it"
+                f"{tutorial.source}: {', '.join(other)} executed another version of it, or it failed there"
             )
         if len(ran) > 1:
             problems.append(
@@ -104,7 +100,7 @@ def owners(root, shards):
         elif not ran:
             problems.append(f"{tutorial.source}: no shard executed it")
         else:
-            owner[tutorial.source] = Path(ran[0])
+            owner[tutorial] = Path(ran[0])
     if problems:
         raise MergeError("\n".join(problems))
     return owner
@@ -113,14 +109,11 @@ def owners(root, shards):
 def lay_in(root, owner):
     """Replace each tutorial's generated files in ``root`` with those of the shard that ran it."""
     root = Path(root)
-    by_src = dict(galleries(root))
-    for name, shard in sorted(owner.items()):
-        src, filename = name.split("/", 1)
-        gallery, stem = by_src[src], Path(filename).stem
-        for old in _generated_files(root / gallery, stem):
+    for tutorial, shard in owner.items():
+        for old in _generated_files(root / tutorial.gallery, tutorial.stem):
             old.unlink()
-        for new in _generated_files(shard / gallery, stem):
-            target = root / gallery / new.relative_to(shard / gallery)
+        for new in _generated_files(shard / tutorial.gallery, tutorial.stem):
+            target = root / tutorial.gallery / new.relative_to(shard / tutorial.gallery)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(new, target)
 
@@ -130,9 +123,9 @@ def combine(root, shards, out, sphinxopts):
     shards = [Path(s) for s in shards]
     owner = owners(root, shards)
     lay_in(root, owner)
-    width = max(len(n) for n in owner) if owner else 0
-    for name, shard in sorted(owner.items()):
-        print(f"merge: {name:<{width}}  from {shard}")
+    width = max(len(t.source) for t in owner) if owner else 0
+    for tutorial, shard in owner.items():
+        print(f"merge: {tutorial.source:<{width}}  from {shard}")
     # Nothing executes: a page whose checksum is current is reused, any other would be
     # rendered without output, and the validator below would name it.
     env = {**os.environ, "GALLERY_PATTERN": NOTHING}
@@ -187,7 +180,7 @@ def main(argv=None):
         if not args.shards or not args.out:
             parser.error("give the shard outputs and --out (or --save DIR)")
         status = combine(args.root, args.shards, args.out, args.sphinxopts)
-    except (MergeError, PlanError) as exc:
+    except MergeError as exc:
         for line in str(exc).splitlines():
             print(f"merge: {line}", file=sys.stderr)
         print(

@@ -7,8 +7,8 @@
 
 How long a tutorial takes comes from a build report (``build_report.json``: one record per
 tutorial with "source" and "seconds"); by default the committed report of the GPU build,
-tools/build_report.gpu.json. Tutorials it does not list count --default-seconds (the
-median of the report, or 60 s without one).
+tools/build_report.gpu.json. Tutorials it does not list count the median of the report
+(60 s without one).
 
 A tutorial that needs a particular runner (several GPUs, say) names its label in a
 sphinx-gallery config comment inside a code cell (below a line of code, like
@@ -27,12 +27,13 @@ jobs of a CI run each compute it again and agree.
 import argparse
 import ast
 import json
-import os
 import re
 import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tools import gallery
 
 DEFAULT_REPORT = "tools/build_report.gpu.json"
 FALLBACK_SECONDS = 60.0
@@ -49,7 +50,9 @@ class PlanError(Exception):
 
 
 @dataclass(frozen=True)
-class Tutorial:
+class Job:
+    """A tutorial to run: its source and page (tools.gallery), duration and runner."""
+
     source: str  # "recipes_source/foreach_map.py", as in the build report
     page: str  # "recipes/foreach_map.html", as the validator names pages
     seconds: float
@@ -88,53 +91,9 @@ class Shard:
 # --- the project: which tutorials, and how long each takes ------------------------------
 
 
-def gallery_conf(root):
-    """The literal entries of ``sphinx_gallery_conf`` in conf.py, read without running it.
-
-    conf.py is declarative, so the folders and the ignore pattern are plain literals; reading
-    them here keeps conf.py their only home and needs nothing installed.
-    """
-    tree = ast.parse((Path(root) / "conf.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and any(
-                isinstance(t, ast.Name) and t.id == "sphinx_gallery_conf"
-                for t in node.targets
-            )
-            and isinstance(node.value, ast.Dict)
-        ):
-            conf = {}
-            for key, value in zip(node.value.keys, node.value.values):
-                if isinstance(key, ast.Constant):
-                    try:
-                        conf[key.value] = ast.literal_eval(value)
-                    except ValueError:
-                        pass  # computed at build time (filename_pattern); not needed here
-            return conf
-    raise PlanError(f"{Path(root) / 'conf.py'}: no sphinx_gallery_conf dictionary")
-
-
-def galleries(root):
-    """[(examples dir, gallery dir)] as conf.py pairs them, e.g. ("recipes_source", "recipes")."""
-    conf = gallery_conf(root)
-    examples, gallery = conf["examples_dirs"], conf["gallery_dirs"]
-    if isinstance(examples, str):
-        examples, gallery = [examples], [gallery]
-    return list(zip(examples, gallery))
-
-
 def read_durations(report):
     """{source: seconds} from a build report; {} when the file does not exist."""
-    path = Path(report)
-    if not path.is_file():
-        return {}
-    records = json.loads(path.read_text(encoding="utf-8")).get("tutorials", [])
-    return {
-        r["source"]: float(r["seconds"])
-        for r in records
-        if "source" in r and "seconds" in r
-    }
+    return {r.source: float(r.seconds) for r in gallery.read_report(report)}
 
 
 def default_seconds(durations):
@@ -156,26 +115,18 @@ def runner_label(source_file):
     return label.strip()
 
 
-def find_tutorials(root, durations, default):
+def find_jobs(root, durations):
     """Every tutorial sphinx-gallery would build, with its duration and runner label."""
-    root = Path(root).resolve()
-    ignore = gallery_conf(root).get("ignore_pattern", r"__init__\.py")
-    found = []
-    for src, dst in galleries(root):
-        for path in sorted((root / src).glob("*.py")):
-            # sphinx-gallery matches ignore_pattern against the normalised full path.
-            if re.search(ignore, os.path.normpath(path)):
-                continue
-            source = f"{src}/{path.name}"
-            found.append(
-                Tutorial(
-                    source=source,
-                    page=f"{dst}/{path.stem}.html",
-                    seconds=durations.get(source, default),
-                    label=runner_label(path),
-                )
-            )
-    return found
+    default = default_seconds(durations)
+    return [
+        Job(
+            source=t.source,
+            page=t.page,
+            seconds=durations.get(t.source, default),
+            label=runner_label(Path(root) / t.source),
+        )
+        for t in gallery.tutorials(root)
+    ]
 
 
 # --- the plan ---------------------------------------------------------------------------
@@ -293,19 +244,9 @@ def main(argv=None):
         help=f"build report with the durations (default: {DEFAULT_REPORT})",
     )
     parser.add_argument(
-        "--default-seconds",
-        type=float,
-        help="duration of tutorials the report does not list",
-    )
-    parser.add_argument(
         "--default-label",
         default="gpu",
         help="runner label of shards with no required label (default: gpu)",
-    )
-    parser.add_argument(
-        "--root",
-        default=".",
-        help="the project (where conf.py is; default: the current directory)",
     )
     args = parser.parse_args(argv)
 
@@ -323,14 +264,8 @@ def main(argv=None):
             )
         if args.pattern and index is None:
             raise PlanError("--pattern needs --shard i/N")
-        report = Path(args.root) / args.report
-        durations = read_durations(report)
-        default = (
-            args.default_seconds
-            if args.default_seconds is not None
-            else default_seconds(durations)
-        )
-        tutorials = find_tutorials(args.root, durations, default)
+        durations = read_durations(args.report)
+        tutorials = find_jobs(".", durations)
         shards = plan(tutorials, count)
     except PlanError as exc:
         print(f"shard: {exc}", file=sys.stderr)
@@ -351,7 +286,7 @@ def main(argv=None):
     source = args.report if durations else f"{args.report} (not found)"
     note = (
         f"{len(tutorials)} tutorial(s) on {count} shard(s); durations from {source}, "
-        f"{unknown} at the default {default:.1f} s"
+        f"{unknown} at the default {default_seconds(durations):.1f} s"
     )
     print(format_plan(shards, args.default_label, note))
     return 0

@@ -52,16 +52,11 @@ def main(argv=None):
         required=True,
         help="a folder outside _build/ and .cache/ (both are wiped)",
     )
-    parser.add_argument(
-        "--skip", action="append", default=[], choices=["cold", "warm", "no-change"]
-    )
     args, make_args = parser.parse_known_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = {}
     for name in ("cold", "no-change", "warm"):
-        if name in args.skip:
-            continue
         if name in ("cold", "warm"):
             subprocess.run(["make", "clean"], cwd=ROOT, check=True, capture_output=True)
         if name == "cold":

@@ -1,11 +1,11 @@
 """Check a built site the way a reader would meet it.
 
-    python -m tools.validate _build/html [--pattern REGEX] [--require-device TEXT]
+    python -m tools.validate _build/html [--pattern REGEX] [--source-root DIR]
 
 Reads every HTML page with an HTML parser and fails, naming the page and the reason, when:
 
-* a tutorial page records a run time of zero (it did not execute), or has no
-  "Verified on" stamp;
+* a tutorial did not run: the build report has no passing run record of its current
+  source (tools.gallery.ran); or its page has no "Verified on" table;
 * an output block shows a Python traceback that its code cell does not mark as
   intended (a comment containing ``intended-traceback``), or a DeprecationWarning or
   FutureWarning that it does not mark (``intended-warning``);
@@ -13,7 +13,15 @@ Reads every HTML page with an HTML parser and fails, naming the page and the rea
   a gallery's download-all zip is missing;
 * text on a page shows an absolute path of the build machine;
 * a card on the landing page points to a page that does not exist, or a tutorial has no
-  card.
+  card;
+* requirements.txt's lower bound on torch is not the lowest "PyTorch X.Y or later" that a
+  tutorial states, or a committed record of a tutorial's current source failed on a
+  PyTorch release at or above the X.Y it states.
+
+It warns, without failing, about committed records (records/) of an older source (stale:
+pages leave them out; ``make verify`` refreshes them), and about a stated minimum that no
+passing record of the current source confirms. A source edit cannot wait for the whole
+matrix (old and new PyTorch, CPU and GPUs) to run again, so these do not fail the build.
 
 Exit status 0 when the site is clean, 1 with one line per problem otherwise.
 """
@@ -29,11 +37,14 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 from bs4 import BeautifulSoup
 
+from tools import gallery
+
 TRACEBACK = "Traceback (most recent call last)"
 INTENDED = "intended-traceback"
 WARNING = re.compile(r"\b(DeprecationWarning|FutureWarning)\b")
 INTENDED_WARNING = "intended-warning"
-_TIMING = re.compile(r"\((\d+) minutes? ([\d.]+) seconds?\)")
+MINIMUM = re.compile(r"PyTorch (\d+)\.(\d+)(?:\.\d+)? or (?:later|newer)")
+_REQUIREMENT = re.compile(r"^torch\s*>=\s*(\d+)\.(\d+)", re.MULTILINE)
 
 
 def machine_path_pattern(source_root):
@@ -52,10 +63,14 @@ def machine_path_pattern(source_root):
 @dataclass
 class Report:
     problems: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
     tutorials: int = 0
 
     def fail(self, page, reason):
         self.problems.append(f"{page}: {reason}")
+
+    def warn(self, where, reason):
+        self.warnings.append(f"{where}: {reason}")
 
 
 def _visible_text(soup):
@@ -70,16 +85,6 @@ def _local_target(site, page, href):
     if parts.scheme or parts.netloc or not parts.path:
         return None
     return (site / page).parent.joinpath(unquote(parts.path)).resolve()
-
-
-def _run_seconds(soup):
-    timing = soup.select_one("p.sphx-glr-timing")
-    if timing is None:
-        return None
-    match = _TIMING.search(timing.get_text(" "))
-    if match is None:
-        return None
-    return int(match.group(1)) * 60 + float(match.group(2))
 
 
 def _check_outputs(soup, page, report):
@@ -120,26 +125,76 @@ def _check_downloads(site, soup, page, report):
                 report.fail(page, f"the notebook is not valid nbformat: {exc!s:.200}")
 
 
-def _check_tutorial(site, soup, page, report, must_run):
+def _check_tutorial(site, soup, page, report, must_run, tutorial, records, root):
     report.tutorials += 1
-    seconds = _run_seconds(soup)
-    if must_run:
-        if seconds is None:
-            report.fail(page, "no recorded run time (sphx-glr-timing)")
-        elif seconds <= 0:
-            report.fail(page, "recorded run time is zero: the tutorial did not execute")
-        if soup.select_one("p.verified-stamp") is None:
-            report.fail(page, "no 'Verified on' stamp under the title")
+    if tutorial is None:
+        report.fail(page, f"a gallery page, but no tutorial in {root.name}/ builds it")
+    elif must_run:
+        if not gallery.ran(tutorial, records, root):
+            report.fail(
+                page,
+                f"{tutorial.source} did not run: {gallery.REPORT} has no passing record of its current source",
+            )
+        if soup.select_one("table.verified-on") is None:
+            report.fail(page, "no 'Verified on' table under the title")
     _check_downloads(site, soup, page, report)
 
 
-def _check_stamp_device(soup, page, report, require_device):
-    stamp = soup.select_one("p.verified-stamp")
-    if stamp is not None and require_device not in stamp.get_text():
-        report.fail(
-            page,
-            f"stamp does not name {require_device!r}: {stamp.get_text(' ', strip=True)}",
-        )
+def _release(pair):
+    return f"{pair[0]}.{pair[1]}"
+
+
+def check_records(root, report):
+    """The committed records against the current sources, and the stated minimum PyTorch."""
+    root = Path(root)
+    committed = gallery.read_records(root)
+    for path, records in committed.items():
+        stale = sorted({r.source for r in records if not r.current(root)})
+        if stale:
+            report.warn(
+                path.relative_to(root).as_posix(),
+                f"{len(stale)} stale record(s), of an older source (pages leave them out): "
+                f"{', '.join(stale)}; refresh them with make verify or make records",
+            )
+    current = [r for rs in committed.values() for r in rs if r.current(root)]
+    stated = {}
+    for tutorial in gallery.tutorials(root):
+        source = tutorial.source
+        match = MINIMUM.search((root / source).read_text(encoding="utf-8"))
+        if match is None:
+            continue  # tests/test_records.py requires the line of every real tutorial
+        minimum = stated[source] = (int(match.group(1)), int(match.group(2)))
+        mine = [r for r in current if r.source == source]
+        for r in mine:
+            # A nightly's failure is news for PyTorch or for us, not a false claim yet.
+            if not r.passed and r.torch_release >= minimum and ".dev" not in r.torch:
+                report.fail(
+                    source,
+                    f"says PyTorch {_release(minimum)} or later, but failed on PyTorch {r.torch}, "
+                    f"{r.device} ({r.date}); fix it or raise the stated minimum",
+                )
+        passing = sorted(r.torch_release for r in mine if r.passed)
+        if minimum not in passing:
+            report.warn(
+                source,
+                f"no passing record of its current source on PyTorch {_release(minimum)}, "
+                f"its stated minimum (make verify TORCH={_release(minimum)}.x)",
+            )
+        elif passing[0] < minimum:
+            report.warn(
+                source,
+                f"passed on PyTorch {_release(passing[0])}, older than its stated minimum",
+            )
+    requirements = root / "requirements.txt"
+    if stated and requirements.is_file():
+        match = _REQUIREMENT.search(requirements.read_text())
+        lowest = min(stated.values())
+        if match is None or (int(match.group(1)), int(match.group(2))) != lowest:
+            report.fail(
+                "requirements.txt",
+                f"its torch lower bound is not torch>={_release(lowest)}, the lowest "
+                "version a tutorial states; make them agree",
+            )
 
 
 def _check_index(site, tutorials, report):
@@ -182,14 +237,17 @@ def _check_gallery_zips(site, report):
                 report.fail(page, f"the download-all {kind} zip is missing")
 
 
-def validate(site, pattern=None, require_device=None, source_root=None):
-    """Validate the site under ``site``; return a Report."""
+def validate(site, pattern=None, source_root=None):
+    """Validate the site under ``site`` built from ``source_root``; return a Report."""
     site = Path(site)
+    root = Path(source_root or os.getcwd()).resolve()
     report = Report()
     if not (site / "index.html").is_file():
         report.fail(str(site), "no index.html: is this a built site?")
         return report
-    paths = machine_path_pattern(source_root)
+    paths = machine_path_pattern(root)
+    records = gallery.read_report(site / gallery.REPORT)
+    by_page = {t.page: t for t in gallery.tutorials(root)}
     tutorials = []
     for html in sorted(site.rglob("*.html")):
         page = html.relative_to(site).as_posix()
@@ -199,9 +257,8 @@ def validate(site, pattern=None, require_device=None, source_root=None):
         if soup.select_one(".sphx-glr-example-title") is not None:
             tutorials.append(page)
             must_run = pattern is None or re.search(pattern, page) is not None
-            _check_tutorial(site, soup, page, report, must_run)
-            if require_device:
-                _check_stamp_device(soup, page, report, require_device)
+            tutorial = by_page.get(page)
+            _check_tutorial(site, soup, page, report, must_run, tutorial, records, root)
         _check_outputs(soup, page, report)
         for match in sorted({m.group(0) for m in paths.finditer(_visible_text(soup))}):
             report.fail(page, f"shows a build-machine path: {match!r}")
@@ -209,6 +266,7 @@ def validate(site, pattern=None, require_device=None, source_root=None):
         report.fail(str(site), "no tutorial pages found")
     _check_index(site, tutorials, report)
     _check_gallery_zips(site, report)
+    check_records(root, report)
     return report
 
 
@@ -222,15 +280,14 @@ def main(argv=None):
         help="only tutorials whose page path matches this regex must have executed (make html-one)",
     )
     parser.add_argument(
-        "--require-device", help="every stamp must name this device, e.g. 'NVIDIA'"
-    )
-    parser.add_argument(
         "--source-root",
         default=os.getcwd(),
         help="the checkout, whose absolute path must not appear on pages (default: the current directory)",
     )
     args = parser.parse_args(argv)
-    report = validate(args.site, args.pattern, args.require_device, args.source_root)
+    report = validate(args.site, args.pattern, args.source_root)
+    for warning in report.warnings:
+        print(f"validate: warning: {warning}", file=sys.stderr)
     for problem in report.problems:
         print(f"validate: {problem}", file=sys.stderr)
     if report.problems:

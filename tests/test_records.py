@@ -1,0 +1,272 @@
+"""The gallery model and the run records: checksums, the "Verified on" table, the stated
+minimum PyTorch, a serializable configuration, and tools.verify on a tiny tutorial."""
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, copy_build_machinery
+from docutils.core import publish_parts
+from sphinx.config import Config, is_serializable
+from sphinx_gallery.utils import get_md5sum
+
+from sphinxext.verified_on import shown_records, table
+from tools import gallery
+from tools.validate import MINIMUM, Report, check_records
+
+
+def test_checksum_is_the_one_sphinx_gallery_keeps(tmp_path):
+    sources = [ROOT / t.source for t in gallery.tutorials(ROOT)]
+    odd = tmp_path / "odd.py"
+    # CRLF line ends, a UTF-8 character and a byte that is not UTF-8.
+    odd.write_bytes(b"# na\xc3\xafve\r\nx = '\xff'\r\n")
+    for path in [*sources, odd]:
+        assert gallery.checksum(path) == get_md5sum(path, mode="t"), path
+
+
+def test_every_configuration_value_is_serializable():
+    raw = Config.read(str(ROOT))._raw_config
+    values = {
+        k: v
+        for k, v in raw.items()
+        if not k.startswith("__") and not isinstance(v, types.ModuleType)
+    }
+    assert "sphinx_gallery_conf" in values
+    bad = [k for k, v in values.items() if not is_serializable(v)]
+    assert bad == [], f"conf.py values Sphinx cannot pickle: {bad}"
+    # Equal from one build to the next, so Sphinx sees no configuration change.
+    again = Config.read(str(ROOT))._raw_config["sphinx_gallery_conf"]
+    assert again == values["sphinx_gallery_conf"]
+
+
+def test_every_tutorial_states_its_minimum_and_requirements_agree():
+    for t in gallery.tutorials(ROOT):
+        assert MINIMUM.search((ROOT / t.source).read_text()), (
+            f"{t.source}: no 'PyTorch X.Y or later' line in its prerequisites"
+        )
+    report = Report()
+    check_records(ROOT, report)
+    assert report.problems == []
+
+
+# --- the "Verified on" table ---------------------------------------------------------------
+
+DEMO = '"""\nDemo\n====\n\nPyTorch 2.9 or later.\n"""\n\nprint("hi")\n'
+
+
+def record(root, **changes):
+    base = gallery.RunRecord(
+        source="recipes_source/demo.py",
+        checksum=gallery.checksum(root / "recipes_source" / "demo.py"),
+        passed=True,
+        device="CPU (Some CPU)",
+        torch="2.9.1+cpu",
+        triton=None,
+        python="3.12.3",
+        date="2026-11-20",
+        seconds=12.3,
+        peak_memory_mib=900.0,
+        peak_memory_kind="rss",
+        how="script",
+    )
+    return dataclasses.replace(base, **changes)
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "project"
+    (root / "recipes_source").mkdir(parents=True)
+    (root / "recipes").mkdir()
+    (root / "conf.py").write_text((ROOT / "conf.py").read_text())
+    (root / "recipes_source" / "demo.py").write_text(DEMO)
+    return root
+
+
+def test_table_renders_current_records_and_leaves_stale_ones_out(project):
+    (demo,) = gallery.tutorials(project)
+    old = record(project, checksum="0" * 32, torch="2.8.0+cpu", date="2026-01-01")
+    newest = record(project, torch="2.15.0+cpu", passed=False, seconds=61)
+    gallery.save_records([record(project), old], project)
+    gallery.save_records([newest], project)
+    own = record(
+        project,
+        device="NVIDIA H200",
+        torch="2.11.0+cu130",
+        how="build",
+        peak_memory_kind="cuda",
+    )
+    gallery.write_record(
+        demo.generated(project).with_suffix(gallery.RECORD_SUFFIX), own
+    )
+
+    shown = shown_records(project, demo)
+    assert shown == [own, record(project), newest]
+    html = publish_parts(table(shown), writer_name="html")["body"]
+    assert 'class="verified-on' in html and "Verified on" in html
+    rows = html.split("<tr")[2:]  # after the header row
+    assert [
+        "NVIDIA H200" in rows[0],
+        "2.9.1+cpu" in rows[1],
+        "2.15.0+cpu" in rows[2],
+    ] == [True] * 3
+    assert "site build" in rows[0] and "script" in rows[1]
+    assert "failed" in rows[2] and "61 s" in rows[2]
+    assert "2.8.0" not in html and "2026-01-01" not in html
+
+
+def test_a_newer_run_replaces_the_older_in_its_environment(project):
+    gallery.save_records([record(project, date="2026-01-01")], project)
+    (path,) = gallery.save_records([record(project, date="2026-02-02")], project)
+    assert path.name == "cpu-torch-2.9.1+cpu.json"
+    (only,) = gallery.read_report(path)
+    assert only.date == "2026-02-02"
+
+
+# --- tools.verify ----------------------------------------------------------------------------
+
+TINY = '''"""
+Tiny
+====
+
+PyTorch 2.9 or later.
+"""
+
+# %%
+import os
+import re
+import tempfile
+
+import matplotlib.pyplot as plt
+import torch
+
+x = torch.arange(4.0)
+assert torch.equal(torch.compile(lambda t: t * 2, backend="eager")(x), x * 2)
+plt.plot(x.numpy())
+plt.show()
+assert os.path.realpath(tempfile.gettempdir()) == os.path.realpath(os.getcwd())
+print("tiny ran on", torch.__version__)
+'''
+BROKEN = '"""\nBroken\n======\n"""\n\nraise ValueError("broken on purpose")\n'
+
+
+def verify(project, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "tools.verify", "--python", sys.executable, *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_verify_runs_a_tiny_tutorial_as_a_script_and_records_it(tmp_path):
+    import torch
+
+    project = tmp_path / "site"
+    copy_build_machinery(project)
+    (project / "recipes_source" / "tiny.py").write_text(TINY)
+    (project / "recipes_source" / "broken.py").write_text(BROKEN)
+
+    proc = verify(project, "--pattern", "tiny")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "passed" in proc.stdout and "recipes_source/tiny.py" in proc.stdout
+    (path,) = (project / "records").glob("*.json")
+    (rec,) = gallery.read_report(path)
+    assert rec.source == "recipes_source/tiny.py" and rec.passed and rec.how == "script"
+    assert rec.checksum == gallery.checksum(project / "recipes_source" / "tiny.py")
+    assert rec.torch == torch.__version__ and rec.device.startswith("CPU")
+    assert rec.seconds > 0 and rec.peak_memory_mib > 0
+    assert path.name == f"cpu-torch-{torch.__version__}.json".lower()
+
+    proc = verify(project, "--pattern", "broken")
+    assert proc.returncode == 1
+    assert "FAILED" in proc.stdout and "ValueError: broken on purpose" in proc.stdout
+    by_source = {r.source: r for r in gallery.read_report(path)}
+    assert by_source["recipes_source/broken.py"].passed is False
+    assert by_source["recipes_source/tiny.py"].passed is True
+
+
+def test_a_readers_venv_gets_what_the_tutorials_import_besides_torch():
+    from tools.verify import reader_requirements
+
+    names = [re.match(r"[\w.-]+", r).group(0) for r in reader_requirements(ROOT)]
+    assert "numpy" in names and "matplotlib" in names
+    assert not {"torch", "torchvision", "triton", "sphinx"} & set(names)
+
+
+def test_verify_exports_a_builds_records(tmp_path, project):
+    site = tmp_path / "html"
+    site.mkdir()
+    built = record(
+        project, device="NVIDIA H100 80GB HBM3", torch="2.11.0+cu130", how="build"
+    )
+    gallery.write_report(site / gallery.REPORT, [built])
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.verify", "--from-build", str(site)],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    path = project / "records" / "nvidia-h100-80gb-hbm3-torch-2.11.0+cu130.json"
+    assert json.loads(path.read_text())["tutorials"] == [built.to_dict()]
+
+
+def test_venv_installs_the_asked_torch_past_the_machines_pip_config(
+    tmp_path, monkeypatch
+):
+    """The pip commands tools.verify runs (pip itself is not run here)."""
+    from tools import verify as v
+
+    calls = []
+    monkeypatch.setattr(v, "_pip", lambda python, args, log: calls.append(args))
+    # `python -m venv DIR` only makes DIR here.
+    monkeypatch.setattr(
+        v.subprocess, "run", lambda cmd, **k: Path(cmd[-1]).mkdir(parents=True)
+    )
+    (tmp_path / "requirements.txt").write_text((ROOT / "requirements.txt").read_text())
+    args = argparse.Namespace(
+        torch="2.9.1", torchvision=None, index_url=None, find_links=["wheels"]
+    )
+    python = v.make_venv(tmp_path, args)
+    assert python == tmp_path / ".verify" / "venv-torch-2.9.1" / "bin" / "python"
+    torch_call, rest_call = calls
+    assert "torch==2.9.1" in torch_call and "torchvision" in torch_call
+    assert "--find-links" in torch_call and "--find-links" in rest_call
+    assert "--no-index" in torch_call and "--no-index" not in rest_call
+    assert not any(a.startswith("torch") for a in rest_call)
+    # The second run finds the venv ready and installs nothing.
+    v.make_venv(tmp_path, args)
+    assert len(calls) == 2
+
+    calls.clear()
+    args.torch, args.index_url = (
+        "nightly",
+        "https://download.pytorch.org/whl/nightly/cpu",
+    )
+    v.make_venv(tmp_path, args)
+    torch_call, rest_call = calls
+    assert torch_call[:2] == ["--upgrade", "--index-url"] and "--pre" in torch_call
+    assert "--index-url" not in rest_call
+
+
+def test_pip_ignores_the_machines_pip_config(tmp_path, monkeypatch):
+    from tools import verify as v
+
+    seen = {}
+
+    def run(cmd, env, **kwargs):
+        seen.update(env=env, cmd=cmd)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(v.subprocess, "run", run)
+    v._pip("python", ["torch==2.9.1"], tmp_path / "log")
+    assert seen["env"]["PIP_CONFIG_FILE"] == os.devnull
+    assert seen["cmd"][-1] == "torch==2.9.1"

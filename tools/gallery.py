@@ -1,0 +1,243 @@
+"""The gallery's facts, in one place: which tutorials exist, the page each becomes, the
+checksum sphinx-gallery keeps of its source, and the record of one run of it.
+
+conf.py stays the only home of the folders and the ignore pattern; they are read here
+without running it. Standard library only: the shard planner runs on a bare runner's Python,
+and tools.verify runs this module inside the virtual environments it makes.
+
+A tutorial *ran* when a passing run record carries the checksum of its current source:
+:func:`ran` is the one place that decides it (build, merge, validator and tests ask it).
+"""
+
+import ast
+import datetime
+import hashlib
+import json
+import os
+import platform
+import re
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = "records"  # the committed run records: records/<environment>.json
+REPORT = "build_report.json"  # the build's records, in the built site
+RECORD_SUFFIX = ".record.json"  # a build's record beside the generated page
+
+
+def gallery_conf(root=ROOT):
+    """The literal entries of ``sphinx_gallery_conf`` in conf.py (computed ones are left out)."""
+    path = Path(root) / "conf.py"
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(
+                getattr(t, "id", None) == "sphinx_gallery_conf" for t in node.targets
+            )
+            and isinstance(node.value, ast.Dict)
+        ):
+            conf = {}
+            for key, value in zip(node.value.keys, node.value.values):
+                try:
+                    conf[key.value] = ast.literal_eval(value)
+                except (AttributeError, ValueError):
+                    pass  # computed when Sphinx runs conf.py (filename_pattern, show_memory)
+            return conf
+    raise ValueError(f"{path}: no sphinx_gallery_conf dictionary")
+
+
+def galleries(root=ROOT):
+    """[(examples dir, gallery dir)] as conf.py pairs them, e.g. ("recipes_source", "recipes")."""
+    conf = gallery_conf(root)
+    examples, gallery = conf["examples_dirs"], conf["gallery_dirs"]
+    if isinstance(examples, str):
+        examples, gallery = [examples], [gallery]
+    return list(zip(examples, gallery))
+
+
+def checksum(path):
+    """The md5 sphinx-gallery keeps of a source (``get_md5sum(path, mode="t")``)."""
+    text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
+    return hashlib.md5(text.encode("utf-8", errors="surrogateescape")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Tutorial:
+    source: str  # "recipes_source/foreach_map.py", relative to the project
+    gallery: str  # "recipes": where sphinx-gallery generates its page
+
+    @property
+    def stem(self):
+        return Path(self.source).stem
+
+    @property
+    def docname(self):
+        return f"{self.gallery}/{self.stem}"
+
+    @property
+    def page(self):  # as the validator and the built site name it
+        return f"{self.docname}.html"
+
+    def generated(self, root=ROOT):
+        """Where sphinx-gallery writes its files: <root>/recipes/<stem> (+ suffixes)."""
+        return Path(root) / self.gallery / self.stem
+
+    def checksum(self, root=ROOT):
+        return checksum(Path(root) / self.source)
+
+
+def tutorials(root=ROOT):
+    """Every tutorial sphinx-gallery builds, in gallery order."""
+    root = Path(root).resolve()
+    ignore = gallery_conf(root).get("ignore_pattern", r"__init__\.py")
+    found = []
+    for src, dst in galleries(root):
+        for path in sorted((root / src).glob("*.py")):
+            # sphinx-gallery matches ignore_pattern against the normalised full path.
+            if not re.search(ignore, os.path.normpath(path)):
+                found.append(Tutorial(f"{src}/{path.name}", dst))
+    return found
+
+
+def tutorial_of(source_or_page, root=ROOT):
+    for t in tutorials(root):
+        if source_or_page in (t.source, t.page, t.docname):
+            return t
+    return None
+
+
+# --- the run record -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run of one tutorial: written by the build (sphinxext.record) and by tools.verify."""
+
+    source: str  # "recipes_source/foreach_map.py"
+    checksum: str  # sphinx-gallery's md5 of the source that ran
+    passed: bool
+    device: str  # "NVIDIA H100 80GB HBM3", "CPU (AMD EPYC 7B13)"
+    torch: str
+    triton: str | None
+    python: str
+    date: str  # YYYY-MM-DD, UTC
+    seconds: float
+    peak_memory_mib: float | None
+    # "cuda": the CUDA allocator's peak above the example's start (the build on a GPU);
+    # "rss-growth": growth of the build process's peak resident set (the build on a CPU);
+    # "rss": the peak resident set of the script's own process (tools.verify).
+    peak_memory_kind: str | None
+    how: str  # "build": executed by sphinx-gallery; "script": `python file.py`, as a reader
+
+    @classmethod
+    def from_dict(cls, data):
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
+
+    def to_dict(self):
+        return asdict(self)
+
+    def current(self, root=ROOT):
+        """True when the record is of the tutorial's source as it is now."""
+        path = Path(root) / self.source
+        return path.is_file() and checksum(path) == self.checksum
+
+    @property
+    def environment(self):
+        return environment_name(self.device, self.torch)
+
+    @property
+    def torch_release(self):
+        """(major, minor) of the PyTorch version, e.g. (2, 9)."""
+        return tuple(int(p) for p in re.findall(r"\d+", self.torch)[:2])
+
+
+def environment():
+    """Device and versions of this interpreter, as a record states them."""
+    import torch
+
+    if torch.cuda.is_available():
+        device = torch.cuda.get_device_name()
+    else:
+        model = ""
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+        except OSError:
+            model = platform.processor()
+        device = f"CPU ({model})" if model else "CPU"
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    return {
+        "device": device,
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "python": platform.python_version(),
+    }
+
+
+def environment_name(device, torch):
+    """The file in records/ a run belongs to: one per device kind and PyTorch version."""
+    device = "cpu" if device.startswith("CPU") else device
+    return re.sub(r"[^a-z0-9.+]+", "-", f"{device}-torch-{torch}".lower())
+
+
+def today():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+
+
+def ran(tutorial, records, root=ROOT):
+    """Whether ``records`` prove that the tutorial's current source ran and passed."""
+    current = tutorial.checksum(root)
+    return any(
+        r.source == tutorial.source and r.passed and r.checksum == current
+        for r in records
+    )
+
+
+def read_record(path):
+    return RunRecord.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def write_record(path, record):
+    Path(path).write_text(json.dumps(record.to_dict(), indent=2) + "\n")
+
+
+def read_report(path):
+    """The records of a build report (``build_report.json``); [] when there is none."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return [RunRecord.from_dict(r) for r in data.get("tutorials", [])]
+
+
+def write_report(path, records):
+    report = {"tutorials": [r.to_dict() for r in records]}
+    Path(path).write_text(json.dumps(report, indent=2) + "\n")
+
+
+def read_records(root=ROOT):
+    """{records/<environment>.json: [RunRecord]} of the committed records."""
+    folder = Path(root) / RECORDS
+    return {p: read_report(p) for p in sorted(folder.glob("*.json"))}
+
+
+def save_records(records, root=ROOT):
+    """Add ``records`` to the committed ones: one file per environment, one record per
+    tutorial in it (a newer run of a tutorial replaces the older). Returns the files."""
+    folder = Path(root) / RECORDS
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for env in sorted({r.environment for r in records}):
+        path = folder / f"{env}.json"
+        kept = {r.source: r for r in read_report(path)}
+        kept.update({r.source: r for r in records if r.environment == env})
+        write_report(path, sorted(kept.values(), key=lambda r: r.source))
+        written.append(path)
+    return written
