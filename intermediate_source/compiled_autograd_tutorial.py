@@ -390,7 +390,7 @@ def shorten_paths(line):
 def print_wrapped(line, prefix="  | "):
     """Print a long line over several, breaking only between words."""
     for i, piece in enumerate(
-        textwrap.wrap(line, width=116, break_long_words=False, break_on_hyphens=False)
+        textwrap.wrap(line, width=120, break_long_words=False, break_on_hyphens=False)
     ):
         print((prefix if i == 0 else " " * len(prefix) + "    ") + piece)
 
@@ -448,7 +448,7 @@ origin = next(
 aten_statements = [
     line.split(";")[0]
     for line in lines[origin + 1 :]
-    if re.match(r"aot\d+_\w+ = torch\.ops\.aten\.", line)
+    if re.match(r"aot\d+_\w+(?::\s*\"[^\"]*\")?\s*=\s*torch\.ops\.aten\.", line)
 ]
 for line in [lines[origin]] + aten_statements[:3]:
     print_wrapped(shorten_paths(line))
@@ -614,7 +614,9 @@ for ca in (False, True):
     hook_breaks = sum(
         n for reason, n in counters["graph_break"].items() if "hook" in reason
     )
-    in_backward = "aten.clamp" in inner.code("backward", "inference")
+    # Without compiled autograd the backward graphs are AOTAutograd's; with it, the one
+    # captured graph (an "inference" graph to our counter).
+    in_backward = "aten.clamp" in inner.code("inference" if ca else "backward")
     outcomes[ca] = (inner.compiled["forward"], hook_breaks, in_backward)
 
 print(
