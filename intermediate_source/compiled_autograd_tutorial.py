@@ -305,9 +305,9 @@ assert census["CompiledFunctionBackward"] == 3
 #    was later renamed ``_enable``: a private function, which the config flag calls for you
 #    and which may change without notice. The
 #    `2.9 source <https://github.com/pytorch/pytorch/blob/v2.9.0/torch/_dynamo/compiled_autograd.py>`__
-#    defines only ``_enable``, and so do later releases, so the upstream tutorial's
-#    ``compiled_autograd.enable(...)`` raises ``AttributeError`` on every version this site
-#    supports. On PyTorch 2.9 and later, use ``torch._dynamo.config.compiled_autograd = True``
+#    defines only ``_enable``, and so do the later releases checked for this page, so the
+#    upstream tutorial's ``compiled_autograd.enable(...)`` raises ``AttributeError`` on every
+#    version this site supports. On PyTorch 2.9 and later, use ``torch._dynamo.config.compiled_autograd = True``
 #    or ``torch._dynamo.config.patch(compiled_autograd=True)`` as shown above. The lines below
 #    check both names on the PyTorch that built this page.
 
@@ -664,8 +664,8 @@ print("gradients match eager in both cases")
 # the step: same backend, same mode and options. That is why every graph on this page so far,
 # forward or backward, went to our counting backend. One setting can differ:
 # ``torch._dynamo.config.compiled_autograd_kwargs_override`` holds ``torch.compile``
-# arguments for the backward graph alone, and ``fullgraph`` is the only key it accepts in
-# every release from 2.9 on (any other key fails an assertion in ``rebuild_ctx`` in
+# arguments for the backward graph alone, and ``fullgraph`` is the only key it accepts, in
+# 2.9 as in later releases (any other key fails an assertion in ``rebuild_ctx`` in
 # `eval_frame.py <https://github.com/pytorch/pytorch/blob/v2.9.0/torch/_dynamo/eval_frame.py>`__);
 # there is no per-backward backend. ``{"fullgraph": True}`` makes a graph break in the
 # captured backward an error, while the forward may still break: a way to guarantee that the
