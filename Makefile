@@ -46,6 +46,14 @@ endif
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 export TRITON_CACHE_DIR ?= $(CURDIR)/.cache/triton
 export MPLBACKEND ?= Agg
+# Each checkout's builds get their own temp folder. Inductor keeps files outside its cache
+# folder in the system temp folder (precompiled headers under <temp>/torchinductor_<user>,
+# whatever TORCHINDUCTOR_CACHE_DIR says), so two builds on one machine sharing /tmp broke
+# each other. A TMPDIR from the environment is not used on purpose: it is usually shared by
+# every process of the user too. BUILD_TMPDIR=... picks another folder.
+BUILD_TMPDIR ?= $(CURDIR)/.tmp
+export TMPDIR := $(abspath $(BUILD_TMPDIR))
+$(shell mkdir -p "$(TMPDIR)")
 
 SPHINX := $(PY) -m sphinx
 

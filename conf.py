@@ -24,6 +24,7 @@ extensions = [
     "sphinx_design",
     "sphinx_copybutton",
     "sphinxext.stamps",
+    "sphinxext.failures",
 ]
 
 exclude_patterns = [
@@ -60,6 +61,8 @@ sphinx_gallery_conf = {
     "promote_jupyter_magic": True,
     "write_computation_times": True,
     "min_reported_time": 0,
+    # One <testcase> per executed tutorial, for CI's test report (beside the html folder).
+    "junit": os.path.join("..", "test-results", "sphinx-gallery.xml"),
 }
 
 html_theme = "pytorch_sphinx_theme2"
