@@ -102,7 +102,8 @@ test: $(ENV_READY) $(TEST_ENV_READY)
 venv: $(ENV_READY)
 
 # The venv is rebuilt when requirements.txt changes: the stamp is a copy of it.
-$(VENV)/.requirements.txt: requirements.txt
+# requirements-docs.txt, included by it, applies constraints-docs.txt's pinned versions.
+$(VENV)/.requirements.txt: requirements.txt requirements-docs.txt constraints-docs.txt
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install $(PIP_SOURCE) -r requirements.txt
 	cp requirements.txt $@
