@@ -31,6 +31,7 @@ exclude_patterns = [
     "_build",
     ".venv",
     ".cache",
+    ".tmp",
     "wheelhouse",
     "README.md",
     "recipes_source",
