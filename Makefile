@@ -2,6 +2,7 @@
 #
 #   make html                    build the whole site, executing every tutorial (GPU if present)
 #   make test                    run the test suite
+#   make test-all                the test suite and the tests marked slow (CI runs this)
 #   make html-noplot             build without executing anything (fast; for prose and layout)
 #   make html-one PATTERN=foreach  execute only the tutorials whose path matches PATTERN
 #   make html SHARD=2/3          execute only shard 2 of 3 (python -m tools.shard -n 3 prints the plan)
@@ -57,7 +58,7 @@ $(shell mkdir -p "$(TMPDIR)")
 
 SPHINX := $(PY) -m sphinx
 
-.PHONY: html html-noplot html-one serve test clean wheelhouse venv install-into-python merge
+.PHONY: html html-noplot html-one serve test test-all clean wheelhouse venv install-into-python merge
 
 html: $(ENV_READY)
 ifeq ($(strip $(SHARD)),)
@@ -98,6 +99,10 @@ serve:
 
 test: $(ENV_READY) $(TEST_ENV_READY)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The tests marked slow too (every notebook on a kernel, not one per gallery): CI runs this.
+test-all: $(ENV_READY) $(TEST_ENV_READY)
+	$(PY) -m pytest $(PYTEST_ARGS) -m "slow or not slow"
 
 venv: $(ENV_READY)
 

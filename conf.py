@@ -25,6 +25,7 @@ extensions = [
     "sphinx_copybutton",
     "sphinxext.stamps",
     "sphinxext.failures",
+    "sphinxext.colab",
 ]
 
 exclude_patterns = [
