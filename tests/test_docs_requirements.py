@@ -8,6 +8,7 @@ from pathlib import Path
 
 from conftest import ROOT, copy_build_machinery, make
 
+from tools import wheelhouse
 from tools.constraints import _canonical, closure, top_level
 from tools.shard import NOTHING
 from tools.wheelhouse import requirements_without_torch
@@ -86,3 +87,11 @@ def test_building_without_executing_needs_only_the_docs_requirements(tmp_path):
         [sys.executable, "-c", probe], cwd=project, env=merge_env, check=True
     )
     assert Path(project / "_build" / "merged" / "recipes" / "tutorial.html").is_file()
+
+
+def test_wheelhouse_downloads_the_pinned_versions(monkeypatch):
+    calls = []
+    monkeypatch.setattr(wheelhouse.subprocess, "call", lambda cmd: calls.append(cmd))
+    wheelhouse.main(["--dest", "unused"])
+    (cmd,) = calls
+    assert cmd[cmd.index("-c") + 1] == str(ROOT / "constraints-docs.txt")
