@@ -126,3 +126,65 @@ def test_each_checkout_builds_in_its_own_temp_folder(failed_build):
     own = str(project / ".tmp")
     assert f"TEMP={own}" in page
     assert f"HEADERS={own}/torchinductor_" in page
+
+
+FAILING_CXX = """#!/usr/bin/env bash
+# A C++ compiler that answers --version like g++ and fails every compile with pages of errors.
+if [[ "$*" == *--version* ]]; then exec g++ "$@"; fi
+for i in $(seq 1 2000); do echo "kernel.cpp:$i:5: error: no match for operator ($i)" >&2; done
+exit 1
+"""
+
+INDUCTOR_FAILURE = '''"""
+Inductor failure
+================
+
+torch.compile on the CPU with a C++ compiler that fails.
+"""
+
+# %%
+import torch
+import torch._inductor.config as config
+
+config.cpp.cxx = (None, {cxx!r})
+
+
+def helper(x):
+    return torch.compile(lambda t: (t.sin() + 1).relu())(x)
+
+
+helper(torch.randn(8))
+'''
+
+
+@pytest.mark.slow
+def test_an_inductor_compile_error_ends_the_build_with_one_line(tmp_path):
+    """The real thing: Inductor's C++ compile error, thousands of lines of compiler output."""
+    cxx = tmp_path / "failing-g++"
+    cxx.write_text(FAILING_CXX)
+    cxx.chmod(0o755)
+    project = tmp_path / "site"
+    copy_build_machinery(project)
+    source = INDUCTOR_FAILURE.format(cxx=str(cxx))
+    (project / "recipes_source" / "inductor_failure.py").write_text(source)
+    (project / "index.rst").write_text(
+        "Test\n====\n\n.. toctree::\n\n   recipes/index\n   intermediate/index\n"
+    )
+    proc = subprocess.run(
+        ["make", f"PYTHON={sys.executable}", "html"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = [
+        line for line in proc.stdout.splitlines() if not line.startswith("make: ***")
+    ]
+    assert proc.returncode != 0
+    # torch 2.14 says "torch._inductor.exc.InductorError: CppCompileError: C++ compile
+    # error"; the wrapper around CppCompileError has changed between releases.
+    last = lines[-1]
+    assert last.startswith(
+        "Tutorial failed: recipes_source/inductor_failure.py, line 16: "
+    ), "\n".join(lines[-30:])
+    assert last.endswith("C++ compile error") and len(last) < 200, last
