@@ -2,6 +2,7 @@
 #
 #   make html                    build the whole site, executing every tutorial (GPU if present)
 #   make test                    run the test suite
+#   make test-all                the test suite and the tests marked slow (CI runs this)
 #   make html-noplot             build without executing anything (fast; for prose and layout)
 #   make html-one PATTERN=foreach  execute only the tutorials whose path matches PATTERN
 #   make html SHARD=2/3          execute only shard 2 of 3 (python -m tools.shard -n 3 prints the plan)
@@ -50,10 +51,18 @@ endif
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 export TRITON_CACHE_DIR ?= $(CURDIR)/.cache/triton
 export MPLBACKEND ?= Agg
+# Each checkout's builds get their own temp folder. Inductor keeps files outside its cache
+# folder in the system temp folder (precompiled headers under <temp>/torchinductor_<user>,
+# whatever TORCHINDUCTOR_CACHE_DIR says), so two builds on one machine sharing /tmp broke
+# each other. A TMPDIR from the environment is not used on purpose: it is usually shared by
+# every process of the user too. BUILD_TMPDIR=... picks another folder.
+BUILD_TMPDIR ?= $(CURDIR)/.tmp
+export TMPDIR := $(abspath $(BUILD_TMPDIR))
+$(shell mkdir -p "$(TMPDIR)")
 
 SPHINX := $(PY) -m sphinx
 
-.PHONY: html html-noplot html-one serve test clean wheelhouse venv install-into-python merge verify records
+.PHONY: html html-noplot html-one serve test test-all clean wheelhouse venv install-into-python merge verify records
 
 html: $(ENV_READY)
 ifeq ($(strip $(SHARD)),)
@@ -95,10 +104,15 @@ serve:
 test: $(ENV_READY) $(TEST_ENV_READY)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The tests marked slow too (every notebook on a kernel, not one per gallery): CI runs this.
+test-all: $(ENV_READY) $(TEST_ENV_READY)
+	$(PY) -m pytest $(PYTEST_ARGS) -m "slow or not slow"
+
 venv: $(ENV_READY)
 
 # The venv is rebuilt when requirements.txt changes: the stamp is a copy of it.
-$(VENV)/.requirements.txt: requirements.txt
+# requirements-docs.txt, included by it, applies constraints-docs.txt's pinned versions.
+$(VENV)/.requirements.txt: requirements.txt requirements-docs.txt constraints-docs.txt
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install $(PIP_SOURCE) -r requirements.txt
 	cp requirements.txt $@

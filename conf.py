@@ -26,6 +26,8 @@ extensions = [
     "sphinx_design",
     "sphinx_copybutton",
     "sphinxext.verified_on",
+    "sphinxext.failures",
+    "sphinxext.colab",
 ]
 
 exclude_patterns = [
@@ -71,6 +73,8 @@ sphinx_gallery_conf = {
     "promote_jupyter_magic": True,
     "write_computation_times": True,
     "min_reported_time": 0,
+    # One <testcase> per executed tutorial, for CI's test report (beside the html folder).
+    "junit": os.path.join("..", "test-results", "sphinx-gallery.xml"),
 }
 # Sphinx pickles the configuration; from Sphinx 7.3 an unpicklable value fails a -W build.
 assert sphinx.config.is_serializable(sphinx_gallery_conf), (

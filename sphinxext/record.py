@@ -2,7 +2,7 @@
 
 Named in conf.py in ``sphinx_gallery_conf["reset_modules"]``, after the resetter, so
 that its clock starts on a clean state. After an example it writes
-``<gallery>/<stem>.record.json`` beside the generated page; ``sphinxext.stamps`` shows it
+``<gallery>/<stem>.record.json`` beside the generated page; ``sphinxext.verified_on`` shows it
 on the page and gathers the records into the build report.
 """
 

@@ -57,7 +57,13 @@ def copy_build_machinery(dest):
     The caller adds the examples and an index.rst.
     """
     dest.mkdir()
-    for name in ("conf.py", "Makefile", "requirements.txt"):
+    for name in (
+        "conf.py",
+        "Makefile",
+        "requirements.txt",
+        "requirements-docs.txt",
+        "constraints-docs.txt",
+    ):
         shutil.copy(ROOT / name, dest / name)
     for name in ("sphinxext", "tools", "_static", "_templates"):
         shutil.copytree(

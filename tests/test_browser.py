@@ -6,7 +6,9 @@ same with or without a network, and a page that needs a third-party server to wo
 Screenshots of the index and of one tutorial land in ``test-artifacts/browser/``.
 
 Chromium comes from Debian (``.ci/run`` installs it); Playwright's own browser download
-(``playwright install``) is never used.
+(``playwright install``) is never used. axe-core, the accessibility checker injected into
+every page, comes from npm at the version tests/package-lock.json pins (``.ci/run`` runs
+``npm ci --prefix tests``).
 """
 
 import functools
@@ -39,6 +41,9 @@ SCREENSHOT_TUTORIAL = "foreach_map"
 # Sphinx renders math with MathJax from this CDN (its default mathjax_path): a reader
 # offline sees the TeX source instead. Serving MathJax from _static would remove this.
 ALLOWED_THIRD_PARTY = ("https://cdn.jsdelivr.net/npm/mathjax@",)
+AXE = ROOT / "tests" / "node_modules" / "axe-core" / "axe.min.js"
+# The axe-core impacts that fail the test ("minor" and "moderate" are reported only).
+AXE_FAILING_IMPACTS = ("serious", "critical")
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -81,10 +86,7 @@ def browser():
     )
     chromium = next((path for path in found if path), None)
     if chromium is None:
-        message = "Debian's chromium is not installed (apt-get install chromium)"
-        if os.environ.get("CI"):
-            pytest.fail(message + "; .ci/run should have installed it")
-        pytest.skip(message)
+        missing("Debian's chromium is not installed (apt-get install chromium)")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         yield browser
@@ -146,6 +148,13 @@ def page(browser, site_server):
     page.base = base
     yield page
     context.close()
+
+
+def missing(path):
+    """Why a tool the browser tests need is absent: a failure on CI, a skip elsewhere."""
+    if os.environ.get("CI"):
+        pytest.fail(path + "; .ci/run should have installed it")
+    pytest.skip(path)
 
 
 def open_page(page, path):
@@ -315,26 +324,77 @@ PAGES = [
 ]
 
 
+# True once the scripts that run after "load" are done: a copy button on every code
+# cell (sphinx-copybutton), and on the search page the finished results (Sphinx's search
+# retitles its block "Search Results" when it has listed every hit).
+SETTLED = """() => {
+    const results = document.querySelector('#search-results');
+    const searched = !results || results.querySelector('h2')?.innerText === 'Search Results';
+    const cells = document.querySelectorAll('div.highlight').length;
+    return searched && document.querySelectorAll('button.copybtn').length >= cells;
+}"""
+
+
+def wait_until_settled(page):
+    page.wait_for_function(SETTLED)
+
+
 @pytest.mark.parametrize("path", PAGES)
-def test_no_console_errors_nor_third_party_requests(page, path):
+def test_no_console_errors_nor_third_party_requests(page, site_server, path):
     """No script error, no missing file, and nothing loaded from another server: the
     page works offline and tells no third party who read it."""
+    _, failures = site_server
+    before = len(failures)
     open_page(page, path)
-    page.wait_for_timeout(300)  # scripts that run after load (search, copy buttons)
-    problems = list(page.log.errors)
+    problems = []
+    try:
+        wait_until_settled(page)
+    except sync_api.TimeoutError:
+        problems.append("the page's scripts did not finish (copy buttons, search)")
+    problems += page.log.errors
     problems += [
         f"requested from another server: {url}"
         for url in sorted(set(page.log.third_party))
         if not url.startswith(ALLOWED_THIRD_PARTY)
     ]
+    # /favicon.ico: Chromium asks for it on its own when a page names no icon.
+    problems += [
+        f"the server has no {request} ({code})"
+        for code, request in failures[before:]
+        if request != "/favicon.ico"
+    ]
     assert not problems, "\n".join(problems)
 
 
-def test_server_answered_every_request(site_server):
-    """Runs last in this module: no page asked the server for a file the site lacks."""
-    _, failures = site_server
-    # /favicon.ico: Chromium asks for it on its own when a page names no icon.
-    missing = sorted(
-        {f"{code} {path}" for code, path in failures if path != "/favicon.ico"}
+@pytest.fixture(scope="module")
+def axe_source():
+    if not AXE.is_file():
+        missing(f"{AXE.relative_to(ROOT)} is missing (npm ci --prefix tests)")
+    return AXE.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("mode", ["light", "dark"])
+@pytest.mark.parametrize("path", PAGES)
+def test_no_serious_accessibility_violations(page, axe_source, path, mode):
+    """axe-core finds no serious or critical violation (WCAG 2.x A and AA, and axe's
+    best practices) on the page, in the theme's light and dark modes."""
+    # The theme's default mode is "auto": it follows the reader's system setting.
+    page.emulate_media(color_scheme=mode)
+    open_page(page, path)
+    wait_until_settled(page)
+    assert page.evaluate("document.documentElement.dataset.theme") == mode
+    page.add_script_tag(content=axe_source)
+    result = page.evaluate(
+        "async () => await axe.run(document, {resultTypes: ['violations']})"
     )
-    assert not missing, "\n".join(missing)
+    problems = []
+    for violation in result["violations"]:
+        if violation["impact"] not in AXE_FAILING_IMPACTS:
+            continue
+        targets = [" ".join(map(str, n["target"])) for n in violation["nodes"][:5]]
+        problems.append(
+            f"{violation['impact']} {violation['id']}: {violation['help']} "
+            f"({len(violation['nodes'])} elements, e.g. {'; '.join(targets)})\n"
+            f"  first: {' '.join(violation['nodes'][0]['failureSummary'].split())}"
+        )
+    assert not problems, "\n".join(problems)

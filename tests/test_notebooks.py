@@ -5,19 +5,42 @@ Each runs with nbclient on an ipykernel kernel, on the CPU, in an empty working 
 as a reader's fresh Jupyter would: the first cell's ``%pip install`` included (everything
 is installed already, so it is quick). The tutorials run one after another: on two cores,
 running them side by side is no faster, since each uses every core.
+
+The build has already executed every tutorial's code once; what a kernel run adds is the
+notebook form (the generated cells, the install cell, a fresh kernel in an empty folder),
+which is the same machinery for every tutorial. So the default suite runs the smallest
+notebook of each gallery, and the rest are marked ``slow``: ``make test-all`` (which CI's
+.ci/run uses) runs them all.
 """
 
 import nbclient
 import nbformat
 import pytest
-from conftest import tutorial_sources
+from conftest import ROOT, tutorial_sources
 
 SOURCES = tutorial_sources()
+
+
+def smallest_of_each_gallery(sources):
+    smallest = {}
+    for source in sources:
+        size = (ROOT / source).stat().st_size
+        gallery = source.parts[0]
+        if gallery not in smallest or size < smallest[gallery][0]:
+            smallest[gallery] = (size, source)
+    return {source for _, source in smallest.values()}
+
+
+QUICK = smallest_of_each_gallery(SOURCES)
+NOTEBOOKS = [
+    pytest.param(s, id=str(s), marks=() if s in QUICK else pytest.mark.slow)
+    for s in SOURCES
+]
 # Seconds one cell may take; the slowest cells compile with torch.compile on CPU.
 CELL_TIMEOUT = 900
 
 
-@pytest.mark.parametrize("source", SOURCES, ids=str)
+@pytest.mark.parametrize("source", NOTEBOOKS)
 def test_notebook_runs(built_site, source, tmp_path, monkeypatch):
     site, _ = built_site
     found = sorted((site / "_downloads").rglob(f"{source.stem}.ipynb"))

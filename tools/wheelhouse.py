@@ -20,11 +20,15 @@ _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 def requirements_without_torch(path=ROOT / "requirements.txt"):
+    """The requirement lines of ``path`` and of the files it includes (``-r``), less SKIP."""
     kept = []
     for line in Path(path).read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("-r "):
+            kept += requirements_without_torch(Path(path).parent / line[3:].strip())
         match = _NAME.match(line)
         if match and match.group(1).lower() not in SKIP:
-            kept.append(line.split("#", 1)[0].strip())
+            kept.append(line)
     return kept
 
 
@@ -62,6 +66,9 @@ def main(argv=None):
         args.dest,
         "-r",
         reqs.name,
+        # The docs tooling's pinned versions, as `make html` installs them.
+        "-c",
+        str(ROOT / "constraints-docs.txt"),
     ]
     for tag in platform_tags(args.platform):
         cmd += ["--platform", tag]
