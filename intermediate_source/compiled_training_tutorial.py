@@ -60,7 +60,7 @@ Compiling a whole training step, end to end
 # Setup
 # -----
 #
-# On a GPU the model is a 6-layer transformer; on a CPU it is a 2-layer one with fewer,
+# On a GPU the model is a 4-layer transformer; on a CPU it is a 2-layer one with fewer,
 # shorter steps, because compiling forward, backward and optimizer several times is
 # expensive on a small CPU. All CPU work uses every thread PyTorch is given (its default),
 # the same for every rung.
@@ -92,12 +92,12 @@ if device == "cuda":
     # suggests TF32 when it compiles a float32 matmul without it: advice about speed,
     # not about this lesson.
     warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
-    n_layer, d_model, n_head, seq_len = 6, 384, 6, 256
+    n_layer, d_model, n_head, seq_len = 4, 384, 6, 256
     # One step of this model at batch 32 needs well under 2 GiB; smaller GPUs that are
     # busy with other work get a smaller batch.
     free_bytes, _ = torch.cuda.mem_get_info()
     batch = 32 if free_bytes > 4 * 2**30 else 8
-    n_steps, n_warmup = 120, 20
+    n_steps, n_warmup = 100, 20
     # is_bf16_supported() alone also says yes on older GPUs that emulate bfloat16 slowly.
     use_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
     if not use_bf16:
@@ -251,10 +251,11 @@ print(f"{n_params / 1e6:.2f} M parameters")
 # The training step
 # -----------------
 #
-# The step is split into the two functions that the ladder compiles separately:
+# The step is split into the three functions that the ladder compiles separately:
 #
-# * ``forward_backward`` runs the model (under ``torch.autocast``, which is a no-op when
-#   ``bf16`` is false) and ``loss.backward()``;
+# * ``forward`` runs the model under ``torch.autocast``, which does nothing when ``bf16``
+#   is false;
+# * ``backward`` calls ``loss.backward()``;
 # * ``update`` clips the gradients to a total norm of 1 with ``clip_grad_norm_`` and takes
 #   the AdamW step.
 #
@@ -298,11 +299,13 @@ compiled_opt = torch.optim.AdamW(
 )
 
 
-def forward_backward(model, x, y, bf16):
+def forward(model, x, y, bf16):
     with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16):
-        loss = model(x, y)
+        return model(x, y)
+
+
+def backward(loss):
     loss.backward()
-    return loss.detach()
 
 
 def update(opt):
@@ -458,9 +461,9 @@ ref_opt = torch.optim.AdamW(ref_model.parameters(), lr=LR, weight_decay=WEIGHT_D
 ref_scheduler = torch.optim.lr_scheduler.LambdaLR(ref_opt, lr_lambda)
 ref_losses = []
 for i in range(N_CHECK):
-    ref_losses.append(
-        forward_backward(ref_model, inputs[i], targets[i], bf16=False).item()
-    )
+    loss = forward(ref_model, inputs[i], targets[i], bf16=False)
+    backward(loss)
+    ref_losses.append(loss.item())
     update(ref_opt)
     ref_opt.zero_grad()
     ref_scheduler.step()
@@ -477,10 +480,11 @@ del ref_model, ref_opt
 
 
 def eager_step(x, y):
-    loss = forward_backward(model, x, y, bf16=False)
+    loss = forward(model, x, y, bf16=False)
+    backward(loss)
     update(eager_opt)
     eager_opt.zero_grad()
-    return loss
+    return loss.detach()
 
 
 results.append(train("eager", eager_step, eager_opt))
@@ -488,10 +492,11 @@ results.append(train("eager", eager_step, eager_opt))
 if use_bf16:
 
     def eager_bf16_step(x, y):
-        loss = forward_backward(model, x, y, bf16=True)
+        loss = forward(model, x, y, bf16=True)
+        backward(loss)
         update(eager_opt)
         eager_opt.zero_grad()
-        return loss
+        return loss.detach()
 
     results.append(train("eager, bf16 autocast", eager_bf16_step, eager_opt))
 
@@ -507,10 +512,11 @@ compiled_model = torch.compile(model)
 
 
 def compiled_model_step(x, y):
-    loss = forward_backward(compiled_model, x, y, bf16=False)
+    loss = forward(compiled_model, x, y, bf16=False)
+    backward(loss)
     update(eager_opt)
     eager_opt.zero_grad()
-    return loss
+    return loss.detach()
 
 
 results.append(train("+ compiled model", compiled_model_step, eager_opt))
@@ -531,10 +537,11 @@ compiled_update = torch.compile(update)
 
 
 def compiled_update_step(x, y):
-    loss = forward_backward(compiled_model, x, y, bf16=False)
+    loss = forward(compiled_model, x, y, bf16=False)
+    backward(loss)
     compiled_update(compiled_opt)
     compiled_opt.zero_grad()
-    return loss
+    return loss.detach()
 
 
 results.append(
@@ -555,18 +562,22 @@ print(f"lr after the last step: {lr_tensor.item():.2e} (same tensor, updated in 
 # It is switched on with the Dynamo config flag ``compiled_autograd``, here through
 # ``torch._dynamo.config.patch`` so it applies only to the functions compiled inside the
 # ``with`` block. The flag is read when ``torch.compile`` wraps a function, and it captures
-# the ``backward()`` calls made *inside* that function, so we compile ``forward_backward``
-# itself (Dynamo traces into the eager ``model``), not only the model.
+# the ``backward()`` calls made *inside* that function. So we compile ``backward``. By
+# default Dynamo does not trace ``loss.backward()`` itself (it stops there and runs it),
+# but every call of the compiled function turns compiled autograd on for its duration,
+# and the graph it captures contains the backward of rung 1's compiled forward, which is
+# reused as it is: this rung compiles only the backward graph.
 
 with torch._dynamo.config.patch(compiled_autograd=True):
-    compiled_forward_backward = torch.compile(forward_backward)
+    compiled_backward = torch.compile(backward)
 
 
 def compiled_autograd_step(x, y):
-    loss = compiled_forward_backward(model, x, y, bf16=False)
+    loss = forward(compiled_model, x, y, bf16=False)
+    compiled_backward(loss)
     compiled_update(compiled_opt)
     compiled_opt.zero_grad()
-    return loss
+    return loss.detach()
 
 
 results.append(train("+ compiled autograd", compiled_autograd_step, compiled_opt))
@@ -579,8 +590,9 @@ results.append(train("+ compiled autograd", compiled_autograd_step, compiled_opt
 # attention in bfloat16 and keeps numerically sensitive ops (LayerNorm, softmax,
 # cross-entropy) and the parameters in float32, by PyTorch's default rules; we change none
 # of them. Compiled code honours the same rules: Dynamo records the autocast region and
-# Inductor compiles the casts with the rest. The ``bf16`` argument is a Python bool, so
-# passing ``True`` makes Dynamo compile a second version of ``forward_backward``, once.
+# Inductor compiles the casts with the rest. Autocast is entered outside the compiled
+# model, and Dynamo guards on it, so the model is compiled a second time, once, for
+# bfloat16; compiled autograd captures the new backward graph that comes with it.
 #
 # On a CPU this page skips the rung (see the line printed at the top); on a GPU without
 # native bfloat16 it is skipped too.
@@ -588,10 +600,11 @@ results.append(train("+ compiled autograd", compiled_autograd_step, compiled_opt
 if use_bf16:
 
     def bf16_step(x, y):
-        loss = compiled_forward_backward(model, x, y, bf16=True)
+        loss = forward(compiled_model, x, y, bf16=True)
+        compiled_backward(loss)
         compiled_update(compiled_opt)
         compiled_opt.zero_grad()
-        return loss
+        return loss.detach()
 
     results.append(train("+ bf16 autocast", bf16_step, compiled_opt))
 
@@ -611,11 +624,11 @@ if use_bf16:
 # * everything that changes between steps lives in tensors whose memory the graphs own or
 #   read from: parameters, optimizer state, the learning rate, the batch.
 #
-# We compile one function, ``whole_step``: forward, ``backward()``, clipping and AdamW;
+# We compile one function, ``whole_step``: forward, backward, clipping and AdamW;
 # ``zero_grad`` follows it eagerly, as in every rung. Dynamo still splits the function at
-# ``loss.backward()`` (it never traces into the autograd engine): the forward is one
-# graph, the part after ``backward()`` another, and compiled autograd's backward graph is
-# compiled with the same mode. All three are recorded. A CUDA graph writes its outputs
+# ``loss.backward()`` (by default it does not trace ``Tensor.backward()``): the forward is
+# one graph, the part after ``backward()`` another, and compiled autograd's backward graph
+# is compiled with the same mode. All three are recorded. A CUDA graph writes its outputs
 # into the same memory at every replay, so ``train`` clones the loss, and it calls
 # ``torch.compiler.cudagraph_mark_step_begin()`` before each step to say that the previous
 # step's outputs may be overwritten.
@@ -624,9 +637,10 @@ if use_bf16:
 
 
 def whole_step(x, y):
-    loss = forward_backward(model, x, y, bf16=use_bf16)
+    loss = forward(model, x, y, bf16=use_bf16)
+    backward(loss)
     update(compiled_opt)
-    return loss
+    return loss.detach()
 
 
 def zero_grad_after(step):
@@ -770,10 +784,10 @@ plt.show()
 # --------------------
 #
 # The sentences below are chosen from this run's measurements. Each rung is compared with
-# the rung before it, and the last rung with the fastest eager setup that computes the same
-# numerics (eager bfloat16 with the fused AdamW when the last rung uses bfloat16, eager
-# float32 otherwise). The break-even line divides the compile time by the time saved per
-# step.
+# the rung of the ladder before it (rung 1 with eager float32), and the last rung with
+# the fastest eager setup that computes the same numerics (eager bfloat16 with the fused
+# AdamW when the last rung uses bfloat16, eager float32 otherwise). The break-even line
+# divides the compile time by the time saved per step.
 
 
 def compare(ratio):
@@ -784,9 +798,8 @@ def compare(ratio):
     return "about as fast as"
 
 
-for prev, cur in zip(results, results[1:]):
-    if cur["label"].startswith("eager"):
-        continue
+ladder = [r for r in results if r["label"] != "eager, bf16 autocast"]
+for prev, cur in zip(ladder, ladder[1:]):
     ratio = cur["tokens_s"] / prev["tokens_s"]
     print(
         f"{cur['label']:>34}: {ratio:5.2f}x the tokens/s of '{prev['label']}' ({compare(ratio)})"
@@ -821,9 +834,9 @@ else:
     )
 if device == "cpu":
     print(
-        "On a CPU with a model this small, per-call overheads of compiled code (guards, "
-        "one call per graph) weigh as much as the arithmetic; treat these CPU figures as "
-        "a functional check, not a benchmark."
+        "Steps this short on a CPU are sensitive to anything else the machine runs, and "
+        "compiled code adds fixed costs per call (guards, one call per graph): treat the "
+        "CPU figures on this page as a functional check, not a benchmark."
     )
 
 # %%
