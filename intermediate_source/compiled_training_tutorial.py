@@ -653,6 +653,7 @@ def zero_grad_after(step):
 
 
 if device == "cuda":
+    skips = counters["inductor"]["cudagraph_skips"]
     with torch._dynamo.config.patch(compiled_autograd=True):
         compiled_whole_step = torch.compile(whole_step, mode="reduce-overhead")
     results.append(
@@ -663,6 +664,10 @@ if device == "cuda":
             cudagraphs=True,
         )
     )
+    # Inductor counts every graph it declines to record (and logs why).
+    skips = counters["inductor"]["cudagraph_skips"] - skips
+    print(f"graphs that reduce-overhead could not record: {skips}")
+    assert skips == 0
 
 # %%
 # Do compiled and eager training compute the same thing?
