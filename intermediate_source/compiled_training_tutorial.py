@@ -111,12 +111,17 @@ else:
         f"No CUDA GPU found: running on the CPU with a {n_layer}-layer model and "
         f"{n_steps} steps per rung."
     )
-    print(
-        "bfloat16 autocast is not used on the CPU: without native bfloat16 matrix "
-        "instructions it is emulated, and every extra rung costs another compile here."
+    # oneDNN's check for native bfloat16 instructions (AVX512-BF16 or AMX).
+    native_bf16 = (
+        torch.backends.mkldnn.is_available()
+        and torch.ops.mkldnn._is_mkldnn_bf16_supported()
     )
     print(
-        f"CPU capability reported by PyTorch: {torch.backends.cpu.get_cpu_capability()}"
+        "bfloat16 autocast is not used on the CPU. This CPU "
+        + ("has" if native_bf16 else "lacks")
+        + " native bfloat16 instructions, but the bfloat16 rung would add a cold "
+        "compile of forward and backward, the most expensive part of this page on a "
+        "small CPU."
     )
 
 tokens_per_step = batch * seq_len
