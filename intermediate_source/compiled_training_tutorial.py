@@ -511,8 +511,8 @@ if use_bf16:
 # -------------------------
 #
 # ``torch.compile(model)`` compiles the forward pass, and AOTAutograd traces and compiles
-# the matching backward ahead of time. The optimizer, the clipping and the scheduler stay
-# eager: dozens of small kernels per step, one or more per parameter tensor.
+# the matching backward ahead of time. The clipping, the optimizer and the scheduler stay
+# eager.
 
 compiled_model = torch.compile(model)
 
@@ -531,9 +531,9 @@ results.append(train("+ compiled model", compiled_model_step, eager_opt))
 # Rung 2: compile the optimizer step
 # ----------------------------------
 #
-# ``update`` (clipping and ``AdamW.step``) becomes one compiled function. The
-# norm of all gradients, the scaling and the AdamW arithmetic for every parameter fuse
-# into a handful of kernels. The optimizer here is ``compiled_opt``, whose learning rate
+# ``update`` (clipping and ``AdamW.step``) becomes one compiled function: Inductor
+# generates the kernels for the gradient norm, the scaling and AdamW's arithmetic, each
+# kernel covering many parameters at once. The optimizer here is ``compiled_opt``, whose learning rate
 # is the tensor ``lr_tensor``: the scheduler writes a new value into it every step and the
 # compiled graph reads it, so the schedule costs no recompile. The assertion in ``train``
 # (no graphs after warm-up) is what proves it; so does the check below that the scheduler
@@ -872,21 +872,24 @@ if device == "cpu":
 #
 # * **Compiling the model** fuses the pointwise work around the matrix multiplications
 #   (LayerNorm, GELU, residual adds, the attention's reshapes) and trims memory traffic;
-#   the matmuls themselves are the same cuBLAS calls.
-# * **Compiling the optimizer** replaces many small kernels per parameter (eager clipping,
-#   AdamW's arithmetic) with a few fused ones. On a small model, where each step is short,
-#   that launch overhead is a large share of the step.
+#   the matrix multiplications themselves still call the same library kernels.
+# * **Compiling the optimizer** replaces the eager clipping and AdamW (a loop over the
+#   parameters on a CPU; foreach kernels and the fused AdamW kernel on a GPU) with
+#   generated kernels. Against the fused eager AdamW it has little to win on its own; its
+#   real purpose in this ladder is to make the whole step compilable, which rung 5 needs.
 # * **Compiled autograd** hands Inductor the whole backward, including the gradient
 #   accumulation, in one graph; for a model without graph breaks or hooks it mostly
 #   removes the autograd engine's per-node work, and its cost is a cache lookup (a walk of
 #   the autograd graph) on every ``backward()``.
-# * **bfloat16** halves the bytes of every activation and doubles or more the matmul
-#   throughput on GPUs with bfloat16 tensor cores; it changes the numerics, which is why
-#   it is compared with eager bfloat16.
+# * **bfloat16** halves the bytes of the activations it touches and multiplies the matmul
+#   throughput on GPUs with bfloat16 tensor cores, but adds cast kernels; it pays once
+#   the GPU, not the CPU, sets the pace. It changes the numerics, which is why it is
+#   compared with eager bfloat16.
 # * **CUDA graphs** remove what is left on the CPU side: launches, guards, Python. They
 #   matter most when the GPU would otherwise wait for the CPU, which is the case for
 #   small models and small batches; on a model large enough to keep the GPU busy they
-#   change little. They cost memory: the recorded graphs keep their own memory pool.
+#   change little. The recorded graphs keep their memory in a pool of their own, for as
+#   long as the graphs live.
 #
 # Compile time is paid once per process (and much less with a warm cache, which this page
 # deliberately avoids for its measurements); the break-even line above says how many steps
