@@ -909,6 +909,8 @@ if device == "cpu":
 # Further reading
 # ---------------
 #
+# * On this site, one rung at a time: :ref:`compiling_optimizer_recipe`,
+#   :ref:`compiling_optimizer_lr_scheduler` and :ref:`compiled_autograd_tutorial`
 # * `torch.compile API reference
 #   <https://docs.pytorch.org/docs/stable/generated/torch.compile.html>`_
 # * `torch.optim: how to adjust the learning rate
