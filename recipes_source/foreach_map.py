@@ -71,6 +71,7 @@ Horizontal fusion with foreach_map: a compiled Adam
 # small enough for the page to run in a couple of minutes.
 
 import copy
+import re
 import time
 
 import matplotlib.pyplot as plt
@@ -179,7 +180,7 @@ print(
 #   which different blocks of threads work on different tensors;
 # * the C++ backend (CPUs) has no foreach kernels; it fuses each tensor's copy of ``fn``
 #   vertically into one loop (tensors of the same size may share one) and puts the loops one
-#   after the other in a single generated function, which runs them in one parallel region.
+#   after the other in a single generated function (for large tensors, in one parallel region).
 #
 # A backend that only looks at the graph shows the unrolling. Here it is for a plain SGD update
 # over three tensors; the learning rate is a 0-dim tensor (the reason comes below).
@@ -217,7 +218,8 @@ params3 = [torch.randn(1000, device=device) for _ in range(3)]
 grads3 = [torch.randn(1000, device=device) for _ in range(3)]
 torch._dynamo.reset()
 torch.compile(sgd_step, backend=graph_only_backend, fullgraph=True)(params3, grads3, lr)
-subgraph_code = captured["gm"].subgraph_0.code
+# Drop comments and the FakeTensor type annotations; keep the operations.
+subgraph_code = re.sub(r" ?: torch\S*FakeTensor", "", captured["gm"].subgraph_0.code)
 print(
     "\n".join(
         line
@@ -232,9 +234,10 @@ print(
 # grows with the list: more to trace, more to lower, more code to generate and compile. The
 # table measures it for a few list lengths: the size of the captured graph, and the time of
 # the first call under Inductor from an **empty** compile cache that the page creates
-# (``fresh_cache``). Inductor's FX-graph cache has a counter of hits, which must stay at zero;
-# graphs that hold a higher-order operator such as ``foreach_map`` are not stored in that cache
-# at all in recent releases (the "bypass" count), so the generated code is always rebuilt.
+# (``fresh_cache``). Inductor's FX-graph cache counts its hits, which must stay at zero. It also
+# counts the graphs that bypass it, which it can neither store nor look up: a graph that holds
+# ``foreach_map`` may be one of them, and is then lowered again on every run, even with a warm
+# cache.
 
 import torch._inductor.utils as inductor_utils
 
@@ -308,8 +311,6 @@ print(
 # ``elif pid < num_xblocks_1``, ...) and runs that tensor's copy of ``sgd_update``. On a CPU it
 # is the first of three vectorized loops in one C++ function. Either way, ``lr`` is read from
 # memory (``in_ptr``/``tl.load`` of a single element), not written into the code as a number.
-
-import re
 
 from torch._inductor.utils import run_and_get_code
 
@@ -878,8 +879,14 @@ def setup(width, depth):
             params, lr=1e-3, **BENCH_HP
         ).step,
     }
+    # Dynamo logs, once, that it drops the profiler label (record_function) that
+    # Optimizer.step puts around its body; it concerns profiling, not this page.
+    dynamo_ctx_log = logging.getLogger("torch._dynamo.variables.ctx_manager")
+    old_level = dynamo_ctx_log.level
+    dynamo_ctx_log.setLevel(logging.ERROR)
     for step_fn in variants.values():
         step_fn()  # compiles the compiled ones, creates the state of all
+    dynamo_ctx_log.setLevel(old_level)
     if device == "cuda":
         fused_capturable = torch.optim.Adam(
             params, fused=True, capturable=True, lr=1e-3, **BENCH_HP
