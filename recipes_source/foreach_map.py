@@ -878,7 +878,8 @@ else:
 # * **compiled Adam.step**: ``torch.compile(opt.step)`` on the built-in Adam, with its learning
 #   rate given as a 0-dim tensor;
 # * **foreach_map** and **foreach_map, powers inside**: the two versions written above;
-# * on a GPU, the last three variants again in CUDA graphs, against ``fused`` in a CUDA graph.
+# * on a GPU, **eager fused**, **compiled Adam.step** and **foreach_map** again, each replayed
+#   from a CUDA graph, so that the compiled steps meet ``fused`` under the same conditions.
 #
 # The table reports the median time of one step and the fraction of the roofline it reaches
 # (100% means the step moved its 28 bytes per parameter as fast as the copy above moved its
