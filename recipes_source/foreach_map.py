@@ -220,7 +220,10 @@ grads3 = [torch.randn(1000, device=device) for _ in range(3)]
 torch._dynamo.reset()
 torch.compile(sgd_step, backend=graph_only_backend, fullgraph=True)(params3, grads3, lr)
 # Drop comments and the FakeTensor type annotations; keep the operations.
-subgraph_code = re.sub(r" ?: torch\S*FakeTensor", "", captured["gm"].subgraph_0.code)
+subgraph = next(
+    m for m in captured["gm"].children() if isinstance(m, torch.fx.GraphModule)
+)
+subgraph_code = re.sub(r" ?: torch\S*FakeTensor", "", subgraph.code)
 print(
     "\n".join(
         line
@@ -1113,8 +1116,8 @@ else:
 rest_us = max(step_us - kernel_us, 0)
 if device == "cuda":
     rest = (
-        f"the GPU waited {rest_us:.1f} us ({rest_us / step_us * 100:.0f}%) of each step for "
-        f"the host; in a CUDA graph the step took "
+        f"the GPU waited for the host {rest_us:.1f} us ({rest_us / step_us * 100:.0f}%) per "
+        f"step on average; in a CUDA graph the step took "
         f"{result(n_big, 'foreach_map + CUDA graph'):.1f} us"
     )
 else:
