@@ -832,7 +832,6 @@ from_step = torch.compile(update_from_step)
 from_scalars = torch.compile(update_from_scalars)
 us_step = time_step(lambda: from_step(*buffers, step))
 us_scalars = time_step(lambda: from_scalars(*buffers, step_size, bias2_sqrt))
-del buffers
 ratio = us_step / us_scalars
 print(f"bare Adam update of {flat / 1e6:.1f}M elements on {device_name}, {TIMING}")
 print(f"  bias corrections computed in the loop: {us_step:9.1f} us")
