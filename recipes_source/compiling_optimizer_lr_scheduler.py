@@ -365,13 +365,15 @@ print(
 
 # intended-warning: the recompile-limit warning is what this cell shows
 for line in log.limit_warning.splitlines():
-    print("    " + _PATH.sub(r"\1", line).rstrip())
+    line = re.sub(r"\s{3,}#", "  #", _PATH.sub(r"\1", line.rstrip()))
+    print("    " + line)
 
 # %%
 # Line by line: the limit that was hit and its value (``recompile_limit``, 8 by default);
 # the function that stopped being compiled, ``Adam.step`` with its file and first line; the
-# guard that failed on the last attempt, the learning rate again; and two pointers, to the
-# ``recompiles`` log used on this page and to the troubleshooting guide. The warning is
+# guard that failed on the last attempt, the learning rate again, with the source line that
+# read it (recent releases repeat that line as a short "User stack trace"); and two pointers,
+# to the ``recompiles`` log used on this page and to the troubleshooting guide. The warning is
 # logged once per function, through Python's ``logging`` (logger ``torch._dynamo``), so a
 # training script that silences or redirects that logger never shows it. Setting
 # ``torch._dynamo.config.fail_on_recompile_limit_hit = True`` turns the fallback into an
