@@ -474,6 +474,59 @@ print(f"guard failures logged: {log.guard_failures}")
 # must be a tensor that the scheduler's value is copied into, as ``keep_beta1_as_tensor``
 # does, or the momentum stops cycling.
 #
+# On a GPU, the next cell shows it. It records one compiled step in a CUDA graph, sets the
+# learning rate to zero the way a scheduler would (a new float, or ``fill_`` on the tensor),
+# replays the graph and measures how far the parameters moved. With a learning rate of zero
+# they must not move at all.
+
+
+def replay_with_lr_zero(tensor_lr):
+    torch._dynamo.reset()
+    model = make_model()
+    opt = make_adam(model, tensor_lr=tensor_lr)
+    grads = torch.Generator(device=device).manual_seed(2)
+    for p in model.parameters():
+        p.grad = torch.randn(p.shape, generator=grads, device=device)
+    step = torch.compile(opt.step)
+    side = torch.cuda.Stream()  # warm up on a side stream, then record one call
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    group = opt.param_groups[0]
+    if tensor_lr:
+        group["lr"].fill_(0.0)
+    else:
+        group["lr"] = 0.0
+    before = [p.detach().clone() for p in model.parameters()]
+    graph.replay()
+    torch.cuda.synchronize()
+    return max((p - b).abs().max().item() for p, b in zip(model.parameters(), before))
+
+
+if device == "cuda":
+    moved_float = replay_with_lr_zero(tensor_lr=False)
+    moved_tensor = replay_with_lr_zero(tensor_lr=True)
+    print(
+        f"float lr set to 0.0, then replay:  parameters moved by up to {moved_float:.2e}"
+    )
+    print(
+        f"tensor lr filled with 0, then replay: parameters moved by up to {moved_tensor:.2e}"
+    )
+    assert moved_float > 0, "the recorded float learning rate should still be in use"
+    assert moved_tensor == 0, "the replay should read the tensor's new value"
+else:
+    print("CUDA graphs need a CUDA GPU: this check is skipped on the CPU.")
+
+# %%
+# On a GPU, the assertions check both halves: the replay with the float kept stepping with
+# the learning rate of the recording, and the replay with the tensor read the zero and left
+# the parameters where they were.
+#
 # Compilations per scheduler and setup
 # ------------------------------------
 #
