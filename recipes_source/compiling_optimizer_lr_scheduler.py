@@ -374,7 +374,7 @@ for line in log.limit_warning.splitlines():
 # guard that failed on the last attempt, the learning rate again, with the source line that
 # read it (recent releases repeat that line as a short "User stack trace"); and two pointers,
 # to the ``recompiles`` log used on this page and to the troubleshooting guide. The warning is
-# logged once per function, through Python's ``logging`` (logger ``torch._dynamo``), so a
+# logged once per function, through Python's ``logging`` (a logger under ``torch._dynamo``), so a
 # training script that silences or redirects that logger never shows it. Setting
 # ``torch._dynamo.config.fail_on_recompile_limit_hit = True`` turns the fallback into an
 # error, which is useful in tests. Raising ``recompile_limit`` only moves the problem: a
