@@ -12,11 +12,13 @@ A compiled optimizer step with an LR scheduler, compiled once
        :class-card: card-prerequisites
 
        * Why a learning rate stored as a Python float makes a compiled ``opt.step()``
-         recompile when a scheduler changes it, and why a tensor learning rate does not
+         recompile when it changes (with or without a scheduler), and why a tensor
+         learning rate does not
        * How to count compilations and read the recompile log that explains each one
        * What the recompile limit is and what happens when a training loop hits it
-       * What ``OneCycleLR`` needs on top of a tensor learning rate, because it also
-         changes Adam's ``betas``
+       * What ``OneCycleLR`` and ``CyclicLR`` need on top of a tensor learning rate,
+         because they also change Adam's ``betas``
+       * Why a tensor learning rate matters most when the step is recorded in a CUDA graph
        * How to check that the compiled run follows the same schedule, and reaches the same
          parameters, as an eager run
 
@@ -24,7 +26,9 @@ A compiled optimizer step with an LR scheduler, compiled once
        :class-card: card-prerequisites
 
        * PyTorch 2.9 or later
-       * A CUDA GPU of compute capability 7.0 or newer for the timings; runs on CPU with smaller sizes
+       * A CUDA GPU of compute capability 7.5 or newer for the timings (current CUDA
+         wheels need it); runs on CPU with smaller sizes
+       * On CPU, Inductor needs a C++ compiler and the Python headers
 """
 
 # %%
@@ -38,7 +42,8 @@ A compiled optimizer step with an LR scheduler, compiled once
 # ``torch.compile`` only reuses a compiled graph while its *guards* hold: checks, run before
 # every call, that the inputs still look the way they did at compile time. A Python number
 # that the traced code reads is normally baked into the graph as a constant and guarded by
-# value (``lr == 0.001``). The scheduler breaks that guard on the very next step, and the step
+# value (``lr == 0.001``). Any new float breaks that guard on the very next step, whether a
+# scheduler or your own code wrote it into ``param_groups``, and the step
 # is compiled again. A tensor is guarded by its metadata (dtype, device, shape), not by its
 # value, and the compiled code reads its value at run time. A scheduler that *fills* the same
 # tensor with a new value never breaks a guard.
@@ -59,8 +64,10 @@ import time
 
 import matplotlib.pyplot as plt
 import torch
+import torch._inductor.utils
 from tabulate import tabulate
-from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, OneCycleLR
+from torch._dynamo.utils import counters
+from torch.optim.lr_scheduler import CosineAnnealingLR, CyclicLR, LinearLR, OneCycleLR
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cuda":
@@ -102,8 +109,21 @@ def make_adam(model, tensor_lr=False, tensor_betas=False):
 
 
 # %%
-# Three schedulers: two that only change the learning rate, and ``OneCycleLR``, which also
-# cycles Adam's first beta (its momentum) against the learning rate.
+# Four schedulers: two that only change the learning rate, and ``OneCycleLR`` and
+# ``CyclicLR``, which also cycle Adam's first beta (its momentum) against the learning rate.
+# A fifth entry is no scheduler at all: ``FloatLRByHand`` multiplies the learning rate by
+# 1.1 after every step, the way a hand-written warm-up might, by storing a new Python
+# float in ``param_groups``.
+
+
+class FloatLRByHand:
+    def __init__(self, opt):
+        self.opt = opt
+
+    def step(self):
+        for group in self.opt.param_groups:
+            group["lr"] = group["lr"] * 1.1
+
 
 SCHEDULERS = {
     "LinearLR": lambda opt: LinearLR(opt, start_factor=0.1, total_iters=N_STEPS),
@@ -112,6 +132,11 @@ SCHEDULERS = {
     ),
     # total_steps counts scheduler steps: the constructor's, then one per training step
     "OneCycleLR": lambda opt: OneCycleLR(opt, max_lr=5 * LR, total_steps=N_STEPS + 1),
+    # cycle_momentum=True is the default: beta1 cycles between 0.8 and 0.9
+    "CyclicLR": lambda opt: CyclicLR(
+        opt, base_lr=LR / 10, max_lr=LR, step_size_up=N_STEPS
+    ),
+    "by hand": FloatLRByHand,
 }
 
 # %%
@@ -234,6 +259,7 @@ class RecompileLog(logging.Handler):
         self.echo = echo
         self.guard_failures = 0
         self.limit_hits = 0
+        self.limit_warning = ""
 
     def emit(self, record):
         lines = [line.strip() for line in record.getMessage().splitlines()]
@@ -246,6 +272,7 @@ class RecompileLog(logging.Handler):
             keep = lines[:1] + ([newest] if newest else [])
         elif "hit config.recompile_limit" in lines[0]:
             self.limit_hits += 1
+            self.limit_warning = record.getMessage()
             keep = lines[:1] + [
                 line for line in lines if line.startswith("last reason")
             ]
@@ -286,11 +313,27 @@ print(f"inputs of each compiled graph: {run['graph_inputs']}")
 # The first call compiled the step with the learning rate baked in, under a guard that it
 # equals ``0.001`` (the warm-up start value). The scheduler changed it, so on the second step
 # the guard failed and the step was compiled again. The log names the failed guard and the
-# line of ``adam.py`` that read the value. The function it recompiles is ``Adam.step`` itself,
-# not our ``step``: the scheduler wraps ``opt.step`` in a function that Dynamo does not trace,
-# so Dynamo compiles the frames below that wrapper on their own, and the one that holds the
-# optimizer's work is ``Adam.step``. ``2/0`` is Dynamo's name for the cached version whose
-# guard failed (frame 2, version 0).
+# line of ``adam.py`` that read the value. ``2/0`` is Dynamo's name for the cached version
+# whose guard failed (frame 2, version 0).
+#
+# The function it recompiles is ``Adam.step`` itself, not our ``step``, because ``Adam.step``
+# is a frame of its own: the optimizer's ``_use_grad_for_differentiable`` decorator puts a
+# deliberate graph break before and after it (see :ref:`compiling_optimizer_recipe`), and
+# the scheduler replaces ``opt.step`` with a small wrapper that lives in
+# ``torch/optim/lr_scheduler.py``, a file Dynamo never traces (``trace_rules.py`` lists it
+# in ``FORCE_SKIP_FILES``), so tracing starts again in the frames that wrapper calls. Neither
+# of these is the *cause* of the recompilation, though. The cause is the float: any code
+# that stores a new Python number in ``param_groups`` makes the same guard fail. Here is the
+# same loop without any scheduler, with ``FloatLRByHand`` changing the float instead:
+
+with recompile_log() as log:
+    run = train("by hand")
+print(f"compilations after each step: {run['compilations']}")
+print(f"guard failures logged: {log.guard_failures}")
+
+# %%
+# The same guard on the learning rate fails in the same frame, ``Adam.step``, and the step
+# is compiled a second time; no scheduler is involved.
 #
 # After that single recompilation the count stays flat. This is *automatic dynamic*: when a
 # guarded number changes, Dynamo assumes it will keep changing and compiles a version in which
@@ -314,12 +357,27 @@ print(
 # %%
 # Every step now brings a new value, a failed guard and a new compilation, until the function
 # has ``recompile_limit`` (8) compiled versions. The eighth failure is still logged, but then
-# Dynamo finds the cache full, logs the warning above and stops compiling that function: from
-# then on, a call whose guards match none of the cached versions runs in eager mode. Nothing
-# fails and the loop still trains, but the step is silently no longer compiled, which is why
-# the count stays at 8 for the last steps. Setting
-# ``torch._dynamo.config.fail_on_recompile_limit_hit = True`` turns the silent fallback into
-# an error, which is useful in tests. Raising ``recompile_limit`` only moves the problem: a
+# Dynamo finds the cache full and stops compiling that function: from then on, a call whose
+# guards match none of the cached versions runs in eager mode, which is why the count stays
+# at 8 for the last steps. Nothing fails and the loop still trains; the only sign is one
+# warning in the log. The handler above shortens it to two lines; here it is once more,
+# complete (file paths cut to their base name), as the same run logged it:
+
+# intended-warning: the recompile-limit warning is what this cell shows
+for line in log.limit_warning.splitlines():
+    line = re.sub(r"\s{3,}#", "  #", _PATH.sub(r"\1", line.rstrip()))
+    print("    " + line)
+
+# %%
+# Line by line: the limit that was hit and its value (``recompile_limit``, 8 by default);
+# the function that stopped being compiled, ``Adam.step`` with its file and first line; the
+# guard that failed on the last attempt, the learning rate again, with the source line that
+# read it (recent releases repeat that line as a short "User stack trace"); and two pointers,
+# to the ``recompiles`` log used on this page and to the troubleshooting guide. The warning is
+# logged once per function, through Python's ``logging`` (a logger under ``torch._dynamo``), so a
+# training script that silences or redirects that logger never shows it. Setting
+# ``torch._dynamo.config.fail_on_recompile_limit_hit = True`` turns the fallback into an
+# error, which is useful in tests. Raising ``recompile_limit`` only moves the problem: a
 # schedule with thousands of distinct values would need thousands of compilations.
 #
 # A tensor learning rate
@@ -342,14 +400,16 @@ print(f"guard failures logged: {log.guard_failures}")
 # much as the first compilation, timed below), and it does not depend on settings such as
 # ``dynamic=False``.
 #
-# OneCycleLR also changes the betas
-# ---------------------------------
+# OneCycleLR and CyclicLR also change the betas
+# ---------------------------------------------
 #
-# With ``cycle_momentum=True`` (its default), ``OneCycleLR`` cycles Adam's first beta against
-# the learning rate. It does so by assigning a new tuple that starts with a Python float,
-# ``group["betas"] = (momentum, *group["betas"][1:])``, in its constructor and on every
-# ``step()``. A tensor learning rate does not help with that: the first beta is still a float
-# that changes every step.
+# With ``cycle_momentum=True`` (their default), ``OneCycleLR`` and ``CyclicLR`` cycle Adam's
+# first beta against the learning rate (``CyclicLR`` between ``base_momentum=0.8`` and
+# ``max_momentum=0.9`` unless told otherwise). Both do so by assigning a new tuple that
+# starts with a Python float, ``group["betas"] = (momentum, *group["betas"][1:])``, in their
+# constructor and on every ``step()``. A tensor learning rate does not help with that: the
+# first beta is still a float that changes every step, so the compiled step meets the same
+# guard failure as with a float learning rate, now on ``betas[0]``.
 
 with recompile_log() as log:
     run = train("OneCycleLR", tensor_lr=True)
@@ -395,8 +455,77 @@ print(f"compilations after each step: {run['compilations']}")
 print(f"guard failures logged: {log.guard_failures}")
 
 # %%
-# If you do not need the momentum cycle, ``OneCycleLR(..., cycle_momentum=False)`` leaves the
-# betas alone and a tensor learning rate is enough.
+# If you do not need the momentum cycle, ``cycle_momentum=False`` leaves the betas alone and
+# a tensor learning rate is enough.
+#
+# Why tensors matter most under CUDA graphs
+# -----------------------------------------
+#
+# Without CUDA graphs, a float that changes costs compilations: one extra with automatic
+# dynamic, or one per value up to the limit with ``dynamic=False``. The results stay right,
+# because a recompiled or eager step reads the new value. A step recorded in a CUDA graph
+# (``mode="reduce-overhead"``, or ``torch.cuda.graph`` around the compiled step as in
+# :ref:`compiling_optimizer_recipe`) is different: the recording stores the kernels *with
+# their arguments*, and a Python float is passed to a kernel as an argument. Every replay
+# then uses the value the float had when the graph was recorded, whatever the scheduler
+# writes into ``param_groups`` afterwards, and nothing warns about it. A 0-dimensional
+# tensor is passed by its address instead, so the recorded kernels read whatever value
+# ``fill_`` last wrote there. The same holds for a cycled ``betas[0]``: under a CUDA graph it
+# must be a tensor that the scheduler's value is copied into, as ``keep_beta1_as_tensor``
+# does, or the momentum stops cycling.
+#
+# On a GPU, the next cell shows it. It records one compiled step in a CUDA graph, sets the
+# learning rate to zero the way a scheduler would (a new float, or ``fill_`` on the tensor),
+# replays the graph and measures how far the parameters moved. With a learning rate of zero
+# they must not move at all.
+
+
+def replay_with_lr_zero(tensor_lr):
+    torch._dynamo.reset()
+    model = make_model()
+    opt = make_adam(model, tensor_lr=tensor_lr)
+    grads = torch.Generator(device=device).manual_seed(2)
+    for p in model.parameters():
+        p.grad = torch.randn(p.shape, generator=grads, device=device)
+    step = torch.compile(opt.step)
+    side = torch.cuda.Stream()  # warm up on a side stream, then record one call
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    group = opt.param_groups[0]
+    if tensor_lr:
+        group["lr"].fill_(0.0)
+    else:
+        group["lr"] = 0.0
+    before = [p.detach().clone() for p in model.parameters()]
+    graph.replay()
+    torch.cuda.synchronize()
+    return max((p - b).abs().max().item() for p, b in zip(model.parameters(), before))
+
+
+if device == "cuda":
+    moved_float = replay_with_lr_zero(tensor_lr=False)
+    moved_tensor = replay_with_lr_zero(tensor_lr=True)
+    print(
+        f"float lr set to 0.0, then replay:  parameters moved by up to {moved_float:.2e}"
+    )
+    print(
+        f"tensor lr filled with 0, then replay: parameters moved by up to {moved_tensor:.2e}"
+    )
+    assert moved_float > 0, "the recorded float learning rate should still be in use"
+    assert moved_tensor == 0, "the replay should read the tensor's new value"
+else:
+    print("CUDA graphs need a CUDA GPU: this check is skipped on the CPU.")
+
+# %%
+# On a GPU, the assertions check both halves: the replay with the float kept stepping with
+# the learning rate of the recording, and the replay with the tensor read the zero and left
+# the parameters where they were.
 #
 # Compilations per scheduler and setup
 # ------------------------------------
@@ -428,11 +557,14 @@ CASES = [
     ("OneCycleLR", "tensor lr"),
     ("OneCycleLR", "tensor lr + betas"),
     ("OneCycleLR", "tensor lr + betas, beta1 kept"),
+    ("CyclicLR", "tensor lr"),
+    ("CyclicLR", "tensor lr + betas, beta1 kept"),
 ]
 COMPILES_ONCE = {
     ("LinearLR", "tensor lr"),
     ("CosineAnnealingLR", "tensor lr"),
     ("OneCycleLR", "tensor lr + betas, beta1 kept"),
+    ("CyclicLR", "tensor lr + betas, beta1 kept"),
 }
 limit = torch._dynamo.config.recompile_limit
 
@@ -470,9 +602,10 @@ print(
 )
 
 # %%
-# The ``OneCycleLR`` rows ``tensor lr`` and ``tensor lr + betas`` are the trap: a tensor
-# learning rate, even with tensor betas, still recompiles, because the scheduler writes a
-# float into ``betas[0]``. Under ``dynamic=False`` both ran their last steps in eager mode.
+# The ``OneCycleLR`` rows ``tensor lr`` and ``tensor lr + betas`` and the ``CyclicLR`` row
+# ``tensor lr`` are the trap: a tensor learning rate, even with tensor betas, still
+# recompiles, because the scheduler writes a float into ``betas[0]``. Under
+# ``dynamic=False`` they ran their last steps in eager mode.
 #
 # Same schedule, same parameters
 # ------------------------------
@@ -483,18 +616,46 @@ print(
 # Inductor, in the setup that compiled once above. The learning rates, Adam's first beta and
 # the parameters after ``N_STEPS`` steps must match up to float32 rounding: the tensors hold
 # float32 values where the eager run computes with Python's double-precision floats.
+#
+# Each compiled run also measures what one compilation costs: its first step is traced by
+# Dynamo and compiled by Inductor. A compile time means something only if it starts from an
+# empty cache, and this site keeps Inductor's cache between builds on purpose, so the runs
+# use ``torch._inductor.utils.fresh_cache()``, which gives Inductor (and Triton) a new,
+# empty cache directory for its duration. ``LinearLR`` and ``CosineAnnealingLR`` share one
+# fresh cache, in that order: the first starts empty (the cell asserts that Inductor's
+# FX-graph cache had no hit), and the second may find the first one's graph there, which the
+# hit counter shows. ``OneCycleLR`` gets a fresh cache of its own.
 
-first_step_s = {}
-results = {}
-for scheduler in SCHEDULERS:
+# ``fresh_cache`` was called ``fresh_inductor_cache`` in older releases
+fresh_cache = getattr(torch._inductor.utils, "fresh_cache", None)
+if fresh_cache is None:
+    fresh_cache = torch._inductor.utils.fresh_inductor_cache
+
+
+def compiled_run(scheduler):
     tensors = {"tensor_lr": True}
     if scheduler == "OneCycleLR":
         tensors.update(tensor_betas=True, keep_beta1_tensor=True)
-    eager = train(scheduler, compiled=False)
-    compiled = train(scheduler, inner=torch._inductor.compile, **tensors)
-    results[scheduler] = (eager, compiled)
-    first_step_s[scheduler] = compiled["step_s"][0]
+    counters.clear()
+    run = train(scheduler, inner=torch._inductor.compile, **tensors)
+    run["hits"] = counters["inductor"]["fxgraph_cache_hit"]
+    run["misses"] = counters["inductor"]["fxgraph_cache_miss"]
+    return run
 
+
+compiled_runs = {}
+with fresh_cache():
+    compiled_runs["LinearLR"] = compiled_run("LinearLR")
+    assert compiled_runs["LinearLR"]["hits"] == 0, "must start from an empty cache"
+    compiled_runs["CosineAnnealingLR"] = compiled_run("CosineAnnealingLR")
+with fresh_cache():
+    compiled_runs["OneCycleLR"] = compiled_run("OneCycleLR")
+    assert compiled_runs["OneCycleLR"]["hits"] == 0, "must start from an empty cache"
+
+results = {}
+for scheduler, compiled in compiled_runs.items():
+    eager = train(scheduler, compiled=False)
+    results[scheduler] = (eager, compiled)
     assert compiled["compilations"][-1] == 1
     for key in ("lr", "beta1"):
         torch.testing.assert_close(
@@ -508,19 +669,35 @@ for scheduler in SCHEDULERS:
     print(f"{scheduler:18s} compiled once; lr, beta1 and parameters match eager")
 
 # %%
-# Timing is not the subject of this recipe, but the first step of each compiled run shows what
-# one compilation costs: Dynamo traces ``Adam.step`` and Inductor generates and compiles
-# kernels. Every avoided recompilation saves about that much. The two schedulers that only
-# change the learning rate produce the *same* graph, so the second one finds the generated
-# code in Inductor's cache and its first step is much shorter. ``OneCycleLR``'s graph also
-# takes the beta tensors and needs its own compilation. These are single runs, not a
-# benchmark; when the page is rebuilt with a warm compile cache, all three are shorter.
+# The first step of each compiled run, with the state of Inductor's FX-graph cache during
+# it. A run with no cache hit compiled everything from scratch and its first step is a cold
+# compile time; a run with hits reused generated code and is labelled warm. These are single
+# runs, not a benchmark. Every recompilation a float learning rate causes costs about as
+# much as a cold first step, minus what the cache happens to hold.
 
+rows = []
+for scheduler, run in compiled_runs.items():
+    label = "cold (empty cache)" if run["hits"] == 0 else "warm (cache hits)"
+    rows.append([scheduler, run["step_s"][0], run["hits"], run["misses"], label])
 print(
     f"{device_name}, torch {torch.__version__}, MLP {WIDTH}-{HIDDEN}-{WIDTH}, one run each"
 )
-for scheduler, seconds in first_step_s.items():
-    print(f"{scheduler:18s} first compiled step: {seconds:7.2f} s")
+print(
+    tabulate(
+        rows,
+        headers=["scheduler", "first step (s)", "hits", "misses", "cache"],
+        floatfmt=".2f",
+    )
+)
+shared = compiled_runs["CosineAnnealingLR"]["hits"] > 0
+print(
+    "CosineAnnealingLR "
+    + (
+        "reused the graph compiled for LinearLR: both only change a tensor lr"
+        if shared
+        else "found nothing of LinearLR's in the cache and compiled from scratch"
+    )
+)
 
 # %%
 # The plot overlays the eager schedules (lines) with the values the compiled runs used
@@ -551,13 +728,16 @@ plt.show()
 # Conclusion
 # ----------
 #
-# A compiled ``opt.step()`` guards every Python number it reads, so a scheduler that writes a
-# new float each step makes a guard fail: with default settings that costs one recompilation
-# before automatic dynamic turns the float into a graph input, and with ``dynamic=False`` it
-# costs a recompilation per step until the recompile limit silently sends the step back to
-# eager mode. A tensor learning rate avoids all of it, because schedulers fill that tensor in
-# place. ``OneCycleLR`` also rewrites Adam's ``betas`` with a float, so the first beta has to
-# be kept as one tensor too. With both, the step compiles once and matches eager.
+# A compiled ``opt.step()`` guards every Python number it reads, so any code that writes a
+# new float into ``param_groups`` each step, a scheduler or a line of your own, makes a guard
+# fail in ``Adam.step``: with default settings that costs one recompilation before automatic
+# dynamic turns the float into a graph input, and with ``dynamic=False`` it costs a
+# recompilation per step until the recompile limit sends the step back to eager mode, with
+# one warning in the log. A tensor learning rate avoids all of it, because schedulers fill
+# that tensor in place, and under a CUDA graph it is the only way the recorded step sees a
+# new value at all. ``OneCycleLR`` and ``CyclicLR`` also rewrite Adam's ``betas`` with a
+# float, so the first beta has to be kept as one tensor too. With both, the step compiles
+# once and matches eager.
 #
 # Further reading
 # ---------------
@@ -566,6 +746,10 @@ plt.show()
 #   <https://docs.pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate>`__
 # * `OneCycleLR
 #   <https://docs.pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.OneCycleLR.html>`__
+#   and `CyclicLR
+#   <https://docs.pytorch.org/docs/stable/generated/torch.optim.lr_scheduler.CyclicLR.html>`__
+# * :ref:`compiling_optimizer_recipe`: the compiled step, its graph breaks and recording it
+#   in a CUDA graph.
 # * `torch._logging.set_logs <https://docs.pytorch.org/docs/stable/logging.html>`__
 # * `torch.compile troubleshooting, including recompilations
 #   <https://docs.pytorch.org/docs/stable/torch.compiler_troubleshooting.html>`__
