@@ -494,8 +494,9 @@ labels = torch.randint(0, 1000, (CNN_BATCH,), device=device)
 # and every kernel from scratch, and the page asserts that the FX graph cache found
 # nothing. Then, still inside, ``torch._dynamo.reset()`` makes Dynamo forget the compiled
 # model and we compile it again: Dynamo traces it again, but Inductor now finds the
-# compiled graph in the cache. That second figure is a *warm* compile, what a new process
-# pays when ``TORCHINDUCTOR_CACHE_DIR`` is kept between runs.
+# compiled graph in the cache. That second figure is a *warm* compile: about what a new
+# process pays, on top of its start-up, when ``TORCHINDUCTOR_CACHE_DIR`` is kept between
+# runs.
 
 cnn = build_cnn().to(device).eval()
 
@@ -543,8 +544,9 @@ print(
 # %%
 # The warm compile skipped Inductor's work (code generation, the C++ or Triton compiler),
 # which is most of a cold compile; tracing the model with Dynamo and AOTAutograd remains.
-# With ``freezing`` (on the CPU) a warm compile still folds the weights again, since they
-# are constants of the graph.
+# With ``freezing`` (on the CPU) a warm compile also runs the freezing passes again
+# (folding each batch norm into its convolution), since they run before Inductor looks
+# in its cache.
 #
 # Where does the time go? A profile of a few eager calls tells how much of the time the
 # convolutions, matrix products and attention take, the calls that compiled code hands
@@ -1055,19 +1057,19 @@ else:
 # %%
 # How to read the table: ``default`` fuses each bias and GELU into one kernel, but
 # still launches every kernel from Python; ``reduce-overhead`` replays them all from one
-# CUDA graph, which is where a model this small gains most on a GPU; ``max-autotune``
-# can also replace a library matmul with a tuned Triton kernel that applies the bias and
-# GELU on the way out, and it has the longest compile. In the autotuning report each
-# line names a candidate kernel (``mm`` is cuBLAS, ``triton_mm_*`` a Triton template
-# with its tile sizes), its time, and its speed relative to the best. A logged
-# "Runtime error during autotuning ... out of resource" means that one candidate's tiles
-# needed more shared memory than the GPU has; Inductor drops that candidate and goes
-# on. The ``CPU us/call`` column is the time the CPU spends per call when it does not
-# wait for the GPU: when it is close to the median, the GPU sits idle waiting for work,
-# and only less CPU work per call (CUDA graphs) makes the call faster. On a CPU
-# there are no CUDA graphs, and the three modes compile to the same or nearly the same
-# code; there the fixed cost of entering compiled code, measured earlier, is what a
-# model this small can lose against eager PyTorch.
+# CUDA graph, which removes that CPU work; ``max-autotune`` can also replace a library
+# matmul with a tuned Triton kernel that applies the bias and GELU on the way out, and
+# its compile includes benchmarking every candidate. In the autotuning report each line
+# names a candidate kernel (``mm`` is cuBLAS, ``triton_mm_*`` a Triton template with its
+# tile sizes), its time, and its speed relative to the best. A logged "Runtime error
+# during autotuning ... out of resource" means that one candidate's tiles needed more
+# shared memory than the GPU has; Inductor drops that candidate and goes on. The
+# ``CPU us/call`` column is the time the CPU spends per call when it does not wait for
+# the GPU: when it is close to the median, the GPU sits idle waiting for work, and only
+# less CPU work per call (fewer launches, CUDA graphs) makes the call faster. On a CPU
+# there are no CUDA graphs, so the page compiles only ``default`` there; what a model
+# this small can lose against eager PyTorch is the fixed cost of entering compiled code,
+# measured earlier.
 #
 # Dynamic shapes and recompiles
 # -----------------------------
