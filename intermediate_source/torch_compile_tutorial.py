@@ -243,7 +243,7 @@ def all_grads(net):
 # its kernels in another), keyed by the graph and the settings. A process that finds
 # them there compiles much faster: that is a *warm* compile. To measure a *cold* compile,
 # ``cold_cache`` points both caches at a new, empty folder (``fresh_cache``, called
-# ``fresh_inductor_cache`` before PyTorch 2.9) and clears the counters that Inductor
+# ``fresh_inductor_cache`` in older releases) and clears the counters that Inductor
 # keeps; ``cache_report`` reads them.
 
 fresh_cache = getattr(torch._inductor.utils, "fresh_cache", None)
@@ -1261,14 +1261,14 @@ print("\n".join(kernel[:50]))
 #
 # .. code-block:: bash
 #
-#    TORCH_TRACE=/tmp/trace python train.py
+#    TORCH_TRACE=trace_dir python train.py
 #    pip install tlparse
-#    tlparse /tmp/trace/<the log file> -o report/
+#    tlparse trace_dir/<the log file> -o report/
 #
 # ``tlparse`` (a separate tool, not needed for this page) turns that record into an HTML
 # report: one entry per compiled frame, with its graphs, guards, the reason for every
 # graph break and recompile, the generated code and the time spent in each compile stage.
-# It is the first thing to attach to a bug report about ``torch.compile``.
+# A report like this is also what to attach to a bug report about ``torch.compile``.
 #
 # Graph breaks
 # ------------
