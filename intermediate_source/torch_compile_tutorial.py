@@ -600,38 +600,41 @@ def where_time_goes(label, eager_fn, compiled_fn, eager_ms, compiled_ms):
         f"attention; if they took as long compiled, the speedup could be at most "
         f"{ceiling:.2f}x; measured {speedup:.2f}x"
     )
-    if speedup > ceiling * 1.02:
+    if device == "cuda":
+        if speedup > ceiling * 1.02:
+            print(
+                "  compiled beat that bound, so the library calls themselves got faster: "
+                "Inductor chose the memory layout of their inputs and weights"
+            )
+        elif speedup >= 1.02:
+            print("  the gain came from the work around the library calls")
+        elif speedup > 0.98:
+            print("  compiled and eager ran at the same speed")
+        else:
+            print("  compiled was slower")
+        return
+    # On a CPU no CUDA graphs hide the compiled operators: profile them too.
+    c_lib_ms, c_wall_ms = library_ms(compiled_fn)
+    c_share = min(c_lib_ms / c_wall_ms, 1.0)
+    lib = (share * eager_ms, c_share * compiled_ms)
+    rest = ((1 - share) * eager_ms, (1 - c_share) * compiled_ms)
+
+    def change(before, after):
+        ratio = after / before
+        if 0.95 <= ratio <= 1.05:
+            return "about the same"
+        return f"{'shrank' if ratio < 1 else 'grew'} to {ratio:.2f}x"
+
+    print(
+        f"  library calls {lib[0]:.2f} -> {lib[1]:.2f} ms ({change(*lib)}); "
+        f"everything else {rest[0]:.2f} -> {rest[1]:.2f} ms ({change(*rest)})"
+    )
+    if speedup < 0.98 and rest[1] > 1.05 * rest[0]:
+        overhead = CALL_OVERHEAD_US / 1e3 / (rest[1] - rest[0])
         print(
-            "  compiled beat that bound, so the library calls themselves got faster: "
-            "Inductor chose the memory layout of their inputs and weights"
+            f"  compiled was slower; the fixed cost of entering compiled code explains "
+            f"{min(overhead, 1):.0%} of the growth outside the library calls"
         )
-    elif speedup >= 1.02:
-        print("  the gain came from the work around the library calls")
-    elif speedup > 0.98:
-        print("  compiled and eager ran at the same speed")
-    else:
-        print("  compiled was slower")
-    if device == "cpu":
-        # Without CUDA graphs the compiled operators show up in the profile too.
-        c_lib_ms, c_wall_ms = library_ms(compiled_fn)
-        c_share = min(c_lib_ms / c_wall_ms, 1.0)
-        lib = (share * eager_ms, c_share * compiled_ms)
-        rest = ((1 - share) * eager_ms, (1 - c_share) * compiled_ms)
-        print(
-            f"  library calls {lib[0]:.2f} ms eager, {lib[1]:.2f} ms compiled; "
-            f"everything else {rest[0]:.2f} ms eager, {rest[1]:.2f} ms compiled"
-        )
-        if speedup < 0.98:
-            grew = []
-            if lib[1] > 1.05 * lib[0]:
-                grew.append("the library calls took longer in compiled code")
-            if rest[1] > 1.05 * rest[0]:
-                overhead = CALL_OVERHEAD_US / 1e3 / (rest[1] - rest[0])
-                grew.append(
-                    "the work outside them took longer (the fixed cost of entering "
-                    f"compiled code explains {min(overhead, 1):.0%} of that)"
-                )
-            print("  where: " + ("; ".join(grew) or "no single part grew by 5%"))
 
 
 where_time_goes(
