@@ -1035,9 +1035,9 @@ elif first is not None:
     n_tables = sum(ln.startswith("AUTOTUNE ") for ln in report)
     print(f"... {n_tables} matmul shape(s) tuned in all (equal shapes are tuned once)")
 
-best = max(mode_rows[1:], key=lambda r: r[4])
-print(f"fastest here: {best[0]}, at {best[4]:.2f}x the speed of eager")
 if device == "cuda":
+    best = max(mode_rows[1:], key=lambda r: r[4])
+    print(f"fastest here: {best[0]}, at {best[4]:.2f}x the speed of eager")
     cpu_bound = [r[0] for r in mode_rows if r[5] >= 0.8 * r[3] * 1e3]
     print(
         "calls whose time is mostly CPU time (the GPU waits for the CPU to launch "
@@ -1051,11 +1051,20 @@ if device == "cuda":
             "kernel from Python), more than the GPU time that fusion saved at this size"
         )
 else:
-    print(
-        f"on a CPU every call pays the fixed cost of entering compiled code, about "
-        f"{CALL_OVERHEAD_US:.0f} us here, against {mode_eager_ms * 1e3:.0f} us for an "
-        "eager call of this MLP"
-    )
+    lost_us = (mode_rows[1][3] - mode_eager_ms) * 1e3
+    if lost_us <= 0:
+        print(f"compiled saved {-lost_us:.0f} us per call against eager")
+    elif lost_us <= 2 * CALL_OVERHEAD_US:
+        print(
+            f"compiled lost {lost_us:.0f} us per call, about the fixed cost of entering "
+            f"compiled code ({CALL_OVERHEAD_US:.0f} us)"
+        )
+    else:
+        print(
+            f"compiled lost {lost_us:.0f} us per call; the fixed cost of entering "
+            f"compiled code ({CALL_OVERHEAD_US:.0f} us) is part of it, the rest went to "
+            "the compiled kernels themselves (torch.profiler shows which)"
+        )
 
 # %%
 # How to read the table: ``default`` fuses each bias and GELU into one kernel, but
