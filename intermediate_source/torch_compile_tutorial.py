@@ -1044,11 +1044,17 @@ if device == "cuda":
         f"work): {', '.join(cpu_bound) or 'none'}"
     )
     default_row = mode_rows[1]
-    if default_row[4] < 1:
+    if default_row[4] < 1 and default_row[5] > eager_host:
         print(
             f"default was slower than eager: a call costs {default_row[5]:.0f} us of "
             f"CPU time against eager's {eager_host:.0f} us (guards, then launching each "
             "kernel from Python), more than the GPU time that fusion saved at this size"
+        )
+    elif default_row[4] < 1:
+        print(
+            f"default was slower than eager although a call costs less CPU time "
+            f"({default_row[5]:.0f} us against {eager_host:.0f} us): the difference is "
+            "GPU time, which torch.profiler breaks down kernel by kernel"
         )
 else:
     lost_us = (mode_rows[1][3] - mode_eager_ms) * 1e3
