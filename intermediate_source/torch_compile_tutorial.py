@@ -324,7 +324,9 @@ def short_error(e, width=110):
     """The exception's type and the first line of its message, paths shortened."""
     first_line = (str(e).strip().splitlines() or [""])[0]
     first_line = _PATH.sub(r"\1", first_line)
-    return f"{type(e).__name__}: {first_line[:width]}"
+    if len(first_line) > width:  # cut at a space, not inside a word
+        first_line = first_line[:width].rsplit(" ", 1)[0] + " ..."
+    return f"{type(e).__name__}: {first_line}"
 
 
 @contextlib.contextmanager
