@@ -890,11 +890,11 @@ plt.show()
 # for the compiler; the rest (batch norms, activations, residual additions, layer norms,
 # dtype casts) is memory-bound work that fusion shrinks, and on a GPU, CUDA graphs also
 # remove the CPU time spent launching each kernel, which matters at small batches. On a
-# CPU there is no launch cost to remove, and oneDNN already fuses some of this work in
-# eager mode, so the gains are smaller and can reverse for small inputs. Measure on the
-# hardware, precision and sizes you will run with.
+# CPU there is no launch cost to remove, so fusion and the layout of the library calls
+# are all there is to gain, and for small inputs the fixed cost of each compiled call
+# can outweigh them. Measure on the hardware, precision and sizes you will run with.
 #
-# Compile time grows with the model, and a cold compile of a large network takes
+# Compile time grows with the model, and a cold compile of a large network can take
 # minutes. It is paid once per process and per set of shapes; keeping Inductor's cache
 # between runs (``TORCHINDUCTOR_CACHE_DIR``) turns it into the warm figure above.
 
