@@ -934,7 +934,7 @@ if device == "cuda":
             "here, so max-autotune only picks among library kernels for matrix products"
         )
 else:
-    print("CPU: no CUDA graphs; max-autotune's matmul templates target GPUs mostly")
+    print("no GPU: the SM count check applies to CUDA GPUs only")
 
 # %%
 # ``torch._inductor.list_mode_options(mode)`` shows what each preset sets. A small MLP at
