@@ -58,6 +58,7 @@ Cutting compile time: caches, portable cache artifacts, regional compilation
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -234,10 +235,10 @@ def phase_rows(t):
         ["AOTAutograd: functionalize, decompose", t["backend"] - t["inductor"]],
         ["Inductor: passes, lowering, fusion", t["inductor"] - t["codegen"]],
         ["Inductor: code gen + kernel compile", t["codegen"]],
-        ["  of which waiting for kernel workers", t["wait"]],
+        ["in code gen: waiting for kernel workers", t["wait"]],
     ]
     if t["cxx"]:
-        rows.append(["  C++ compiler runs, summed over workers", t["cxx"]])
+        rows.append(["in code gen: C++ compiler, summed", t["cxx"]])
     rows.append(["total (_compile.compile_inner)", t["total"]])
     return rows
 
@@ -281,7 +282,7 @@ print(f"{device_name}, torch {torch.__version__}, first call of the whole model"
 print(
     tabulate(
         [
-            [name, f"{cold:8.2f}", f"{warm:8.2f}"]
+            [name, cold, warm]
             for (name, cold), (_, warm) in zip(
                 phase_rows(cold_phases), phase_rows(warm_phases)
             )
@@ -304,11 +305,11 @@ print(
     f"({biggest[1] / max(cold_phases['total'], 1e-9):.0%} of the compilation)."
 )
 if warm_counts["fx_hit"] + warm_counts["aot_hit"] > 0:
-    saved = below_dynamo - warm_phases["backend"]
+    saved_s = below_dynamo - warm_phases["backend"]
     print(
         f"Warm, the caches answered the backend call: it took "
         f"{warm_phases['backend']:.2f} s instead of {below_dynamo:.2f} s "
-        f"({saved:.2f} s saved). Dynamo still traced the model: "
+        f"({saved_s:.2f} s saved). Dynamo still traced the model: "
         f"{warm_phases['total'] - warm_phases['backend']:.2f} s warm, "
         f"{dynamo_cold:.2f} s cold."
     )
@@ -418,6 +419,7 @@ def fresh_process(mode):
 saved = fresh_process("save")
 assert saved["fx_hit"] == 0 and saved["aot_hit"] == 0, saved
 loaded = fresh_process("load")
+shutil.rmtree(work_dir, ignore_errors=True)  # the script, the artifacts, both caches
 first_s["fresh process, cold"] = saved["first_call_s"]
 first_s["fresh process, artifacts"] = loaded["first_call_s"]
 
