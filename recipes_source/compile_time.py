@@ -56,6 +56,7 @@ Cutting compile time: caches, portable cache artifacts, regional compilation
 # this page compiles several times.
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -168,6 +169,15 @@ def first_call(fn, *args):
     return time.perf_counter() - start
 
 
+def compared(new, old):
+    """How a duration compares with another, in words chosen from the two values."""
+    if abs(new / old - 1) < 0.1:
+        return "about as long, within 10%"
+    if new < old:
+        return f"{old / new:.1f}x shorter"
+    return f"{new / old:.1f}x longer"
+
+
 # %%
 # The first compilation in a Python process also pays once for things that have nothing to do
 # with the model: importing Inductor's modules, starting the pool of worker processes that
@@ -205,8 +215,7 @@ torch._dynamo.reset()
 #   writes the Triton kernels (GPU) or C++ kernels (CPU) and the Python code that calls them,
 #   hands each kernel to the compiler (Triton, or the C++ compiler) in parallel workers, and
 #   loads the result. ``async_compile.wait`` is the part of it in which the main process
-#   only waits for those workers; on CPU, ``compile_file`` adds up the C++ compiler runs over
-#   all workers, so it can exceed the wall time.
+#   only waits for those workers.
 #
 # ``phase_times`` makes that table from the timers; a timer that this PyTorch version does not
 # record is reported as missing rather than guessed.
@@ -217,7 +226,6 @@ TIMERS = {
     "inductor": "compile_fx_inner",
     "codegen": "GraphLowering.compile_to_module",
     "wait": "async_compile.wait",
-    "cxx": "compile_file",
 }
 
 
@@ -237,8 +245,6 @@ def phase_rows(t):
         ["Inductor: code gen + kernel compile", t["codegen"]],
         ["in code gen: waiting for kernel workers", t["wait"]],
     ]
-    if t["cxx"]:
-        rows.append(["in code gen: C++ compiler, summed", t["cxx"]])
     rows.append(["total (_compile.compile_inner)", t["total"]])
     return rows
 
@@ -452,11 +458,10 @@ print(
     )
 )
 if loaded["fx_hit"] + loaded["aot_hit"] > 0:
-    ratio = saved["first_call_s"] / loaded["first_call_s"]
     print(
         f"With the artifacts, the fresh process's first call took "
         f"{loaded['first_call_s']:.2f} s instead of {saved['first_call_s']:.2f} s "
-        f"({ratio:.1f}x {'shorter' if ratio > 1 else 'longer'})."
+        f"({compared(loaded['first_call_s'], saved['first_call_s'])})."
     )
 else:
     print(
@@ -496,8 +501,10 @@ else:
 #
 # The caches make the *second* compilation cheap. The first one can be made cheaper by giving
 # the compiler less to do. A transformer repeats the same block many times; compiled as one
-# graph, every copy of the block is traced by Dynamo, lowered and fused by Inductor and turned
-# into its own kernels, so the cold compile time grows with the number of layers.
+# graph, every copy of the block is traced by Dynamo, passed through AOTAutograd and lowered
+# and fused by Inductor, so those phases grow with the number of layers. Kernel compilation
+# grows less: Inductor writes a kernel whose source is identical to one it already wrote only
+# once per graph, and the kernel compilers' caches are keyed by the source too.
 #
 # Compiling each block instead (``layer.compile()``, which is ``torch.compile`` applied in
 # place) compiles the block's ``forward`` once. The other layers run the same Python code with
@@ -532,10 +539,9 @@ print(
     f"Dynamo tracing: regional {regional_phases['total'] - regional_phases['backend']:.2f}"
     f" s, whole model {dynamo_cold:.2f} s"
 )
-ratio = first_s["cold"] / first_s["regional, cold"]
 print(
-    f"Regional compilation made the cold first call {ratio:.1f}x "
-    f"{'shorter' if ratio > 1 else 'longer'} with {LAYERS} layers."
+    f"With {LAYERS} layers, the regional cold first call was "
+    f"{compared(first_s['regional, cold'], first_s['cold'])} than the whole model's."
 )
 
 # %%
@@ -581,10 +587,9 @@ print(
     )
 )
 whole_ms, regional_ms = (steady[k][0] * 1e3 for k in steady if k != "eager")
-gap = regional_ms / whole_ms - 1
 print(
-    f"Regional ran {abs(gap):.0%} {'slower' if gap > 0 else 'faster'} than "
-    f"the whole-model graph per call, and eager {steady['eager'][0] * 1e3:.3f} ms."
+    f"Per call, the regional version took {compared(regional_ms, whole_ms)} than the "
+    f"whole-model graph; eager took {steady['eager'][0] * 1e3:.3f} ms."
 )
 
 # %%
@@ -636,27 +641,21 @@ print("both compiled models match eager within float32 tolerance")
 _PATH = re.compile(r"(?:/[^\s'\"():/]+)+/([^\s'\"():/]+\.py)")
 
 
-class RecompileLog:
+class RecompileLog(logging.Handler):
     def __init__(self):
-        import logging
-
+        super().__init__()
         self.lines = []
         self.logger = logging.getLogger("torch._dynamo")
 
-        class Collect(logging.Handler):
-            def emit(handler, record):
-                text = record.getMessage()
-                if "Recompiling function" in text:
-                    self.lines += [
-                        _PATH.sub(r"\1", s.strip()) for s in text.splitlines()
-                    ]
-
-        self.handler = Collect()
+    def emit(self, record):
+        text = record.getMessage()
+        if "Recompiling function" in text:
+            self.lines += [_PATH.sub(r"\1", s.strip()) for s in text.splitlines()]
 
     def __enter__(self):
         torch._logging.set_logs(recompiles=True)
         self.saved = self.logger.handlers[:]
-        self.logger.handlers = [self.handler]
+        self.logger.handlers = [self]
         return self
 
     def __exit__(self, *exc):
@@ -705,10 +704,10 @@ print(f"recompile records with mark_dynamic: {len(log.lines)}")
 print(
     tabulate(
         [[n, a, b] for n, a, b in zip(lengths, static_s, dynamic_s)]
-        + [["graphs compiled", static_graphs, dynamic_graphs]],
+        + [["graphs compiled", str(static_graphs), str(dynamic_graphs)]],
         headers=["sequence length", "dynamic=False (s)", "mark_dynamic (s)"],
         tablefmt="github",
-        floatfmt="8.2f",
+        floatfmt="8.3f",
     )
 )
 print(
