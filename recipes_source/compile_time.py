@@ -229,6 +229,11 @@ TIMERS = {
 }
 
 
+def cxx_runs():
+    """How many times the C++ compiler ran (CPU kernels) since the last reset."""
+    return len(torch._dynamo.utils.compilation_time_metrics.get("compile_file", []))
+
+
 def phase_times():
     names, values = torch._dynamo.utils.compile_times(repr="csv", aggregate=True)
     seconds = dict(zip(names, (float(v) for v in values)))
@@ -271,6 +276,7 @@ with fresh_cache():
     first_s["cold"] = first_call(compiled, x)
     cold_counts = cache_counts()
     cold_phases, missing = phase_times()
+    cold_cxx = cxx_runs()
     assert cold_counts["fx_hit"] == 0 and cold_counts["aot_hit"] == 0, cold_counts
 
     torch._dynamo.reset()
@@ -323,8 +329,9 @@ else:
     print("Warm, no cache entry was found: the second compilation redid everything.")
 
 # %%
-# The warm compilation skipped AOTAutograd and Inductor but not Dynamo: the on-disk caches
-# are keyed by the graph that Dynamo produces, so Dynamo has to produce it first. (Whether the
+# When the caches hit, a compilation skips AOTAutograd and Inductor but not Dynamo: the
+# on-disk caches are keyed by the graph that Dynamo produces, so Dynamo has to produce it
+# first. (Whether the
 # AOTAutograd cache or the FX graph cache answered depends on the version: when the
 # AOTAutograd cache hits, it loads the FX graph entry itself, and the counters show both.)
 # The key covers the graph, the input shapes and strides, the PyTorch and Triton versions, the
@@ -332,8 +339,8 @@ else:
 # misses.
 #
 # A warm compilation in the *same* process is also helped by what that process already has in
-# memory (imported kernel modules, initialized workers). The next section measures warm in a
-# process that has nothing.
+# memory (kernel libraries already loaded, compile workers already started). The next section
+# measures warm in a process that has nothing.
 #
 # Moving a cache to another process or machine
 # --------------------------------------------
@@ -522,12 +529,14 @@ regional = make_model(WIDTH, HEADS, LAYERS, device)
 with fresh_cache():
     counters.clear()
     before, _ = phase_times()
+    cxx_before = cxx_runs()
     for layer in regional:
         layer.compile(fullgraph=True)
     first_s["regional, cold"] = first_call(regional, x)
     regional_counts = cache_counts()
     after, _ = phase_times()
     regional_phases = {key: after[key] - before[key] for key in after}
+    regional_cxx = cxx_runs() - cxx_before
     graphs = counters["stats"]["unique_graphs"]
 assert regional_counts["fx_hit"] == 0 and regional_counts["aot_hit"] == 0
 print(f"regional, cold cache: {regional_counts}; graphs compiled: {graphs}")
@@ -539,6 +548,8 @@ print(
     f"Dynamo tracing: regional {regional_phases['total'] - regional_phases['backend']:.2f}"
     f" s, whole model {dynamo_cold:.2f} s"
 )
+if device == "cpu":
+    print(f"C++ compiler runs: regional {regional_cxx}, whole model {cold_cxx}")
 print(
     f"With {LAYERS} layers, the regional cold first call was "
     f"{compared(first_s['regional, cold'], first_s['cold'])} than the whole model's."
@@ -703,8 +714,7 @@ with fresh_cache(), RecompileLog() as log:
 print(f"recompile records with mark_dynamic: {len(log.lines)}")
 print(
     tabulate(
-        [[n, a, b] for n, a, b in zip(lengths, static_s, dynamic_s)]
-        + [["graphs compiled", str(static_graphs), str(dynamic_graphs)]],
+        [[n, a, b] for n, a, b in zip(lengths, static_s, dynamic_s)],
         headers=["sequence length", "dynamic=False (s)", "mark_dynamic (s)"],
         tablefmt="github",
         floatfmt="8.3f",
