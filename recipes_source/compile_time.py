@@ -25,7 +25,7 @@ Cutting compile time: caches, portable cache artifacts, regional compilation
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
 
-       * PyTorch 2.9 or later (the portable cache artifacts need 2.7 or later)
+       * PyTorch 2.9 or later
        * A CUDA GPU of compute capability 7.5 or newer for the timings (current CUDA wheels
          need it); runs on CPU with smaller sizes
        * On CPU, Inductor needs a C++ compiler and the Python headers
@@ -490,8 +490,13 @@ else:
 
 # %%
 # The whole-process time also counts starting Python and importing PyTorch, which no cache
-# shortens. What the artifacts contain depends on the device. On a GPU, Inductor bundles the
-# compiled Triton kernels into each FX graph cache entry
+# shortens, and the first call of a fresh process includes the one-time costs that the
+# in-process figures above kept out by compiling a tiny function first (importing Inductor,
+# starting the compile workers and, on CPU, compiling small test programs that find out which
+# vector instructions the processor has).
+#
+# What the artifacts contain depends on the device. On a GPU, Inductor bundles the compiled
+# Triton kernels into each FX graph cache entry
 # (``torch._inductor.config.bundle_triton_into_fx_graph_cache``, printed above), so a process
 # that loads the artifacts runs no kernel compiler. On a CPU an entry holds the generated C++
 # source, while the compiled shared libraries stay in the cache folder of the process that
