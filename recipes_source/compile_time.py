@@ -498,14 +498,15 @@ else:
 # What the artifacts contain depends on the device. On a GPU, Inductor bundles the compiled
 # Triton kernels into each FX graph cache entry
 # (``torch._inductor.config.bundle_triton_into_fx_graph_cache``, printed above), so a process
-# that loads the artifacts runs no kernel compiler. On a CPU an entry holds the generated C++
-# source, while the compiled shared libraries stay in the cache folder of the process that
-# built them: the process that loads the artifacts skips the work down to code generation,
-# but then runs the C++ compiler for each kernel again (counted above), which on a CPU is
-# most of a cold compilation. The warm compilation in the same process did not pay that: the
-# libraries were in its cache folder. In the second process the cache lookups hit, although its cache folder was just
-# as new as the first one's: ``load_cache_artifacts`` had filled it. In production the usual
-# pattern is to compile once on a build machine (or on the first replica), save the artifacts
+# that loads the artifacts need not compile any kernel. On a CPU an entry holds the generated
+# C++ source, while the compiled shared libraries stay in the cache folder of the process that
+# built them: the process that loads the artifacts skips AOTAutograd and Inductor, but loading
+# the cached code runs the C++ compiler for each kernel again (counted above). The warm
+# compilation in the same process did not pay that: the libraries were in its cache folder.
+#
+# In the second process the cache lookups hit although its cache folder was just as new as the
+# first one's: ``load_cache_artifacts`` had filled it. In production the usual pattern is to
+# compile once on a build machine (or on the first replica), save the artifacts
 # next to the model's weights, and load them at start-up everywhere else.
 #
 # Regional compilation
