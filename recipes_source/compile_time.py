@@ -773,8 +773,10 @@ plt.show()
 #
 # A cold compilation passes through Dynamo, AOTAutograd, Inductor and the kernel compilers,
 # and PyTorch's own timers show how long each took. Inductor's on-disk caches skip everything
-# after Dynamo when the same graph comes back; Dynamo still traces the model every time. ``save_cache_artifacts`` and
-# ``load_cache_artifacts`` carry those caches to a process or machine that starts empty.
+# after Dynamo when the same graph comes back; Dynamo still traces the model every time.
+# ``save_cache_artifacts`` and ``load_cache_artifacts`` carry those caches to a process or
+# machine that starts empty (on a GPU with the compiled Triton kernels; on a CPU the C++
+# kernels are compiled again there).
 # Regional compilation shortens the cold compilation itself by compiling a repeated block
 # once, at the price of fusion across blocks. Shapes that change without ``mark_dynamic`` (or
 # automatic dynamic) recompile, and no cache makes that free: watch for it with
