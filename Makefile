@@ -61,8 +61,9 @@ export TMPDIR := $(abspath $(BUILD_TMPDIR))
 $(shell mkdir -p "$(TMPDIR)")
 
 SPHINX := $(PY) -m sphinx
+AXE_JS := tests/node_modules/axe-core/axe.min.js
 
-.PHONY: html html-noplot html-one serve test test-all clean wheelhouse venv install-into-python merge verify records
+.PHONY: html html-noplot html-one serve test test-all axe clean wheelhouse venv install-into-python merge verify records
 
 html: $(ENV_READY)
 ifeq ($(strip $(SHARD)),)
@@ -101,14 +102,21 @@ serve:
 	@echo "Serving http://127.0.0.1:$(PORT)/ (Ctrl-C stops)"
 	python3 -m http.server --bind 127.0.0.1 --directory $(BUILDDIR)/html $(PORT)
 
-test: $(ENV_READY) $(TEST_ENV_READY)
+test: $(ENV_READY) $(TEST_ENV_READY) axe
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The tests marked slow too (every notebook on a kernel, not one per gallery): CI runs this.
-test-all: $(ENV_READY) $(TEST_ENV_READY)
+test-all: $(ENV_READY) $(TEST_ENV_READY) axe
 	$(PY) -m pytest $(PYTEST_ARGS) -m "slow or not slow"
 
 venv: $(ENV_READY)
+
+# axe-core for the accessibility tests, at the version tests/package-lock.json pins (into
+# tests/node_modules/, git-ignored). Without npm they are skipped here and fail on CI.
+axe: $(AXE_JS)
+$(AXE_JS): tests/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests --no-audit --no-fund; \
+	else echo "npm not found: the accessibility tests will be skipped (install npm to run them)"; fi
 
 # The venv is rebuilt when requirements.txt changes: the stamp is a copy of it.
 # requirements-docs.txt, included by it, applies constraints-docs.txt's pinned versions.

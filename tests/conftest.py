@@ -19,6 +19,12 @@ from tools import gallery
 ROOT = Path(__file__).resolve().parents[1]
 TEST_BUILDDIR = "_build/test"
 
+# Under `make test` these tell every make the tests start that it is a sub-make, which then
+# prints "make[1]: ..." lines a reader's own `make html` never shows. Each build a test starts
+# must look like the reader's.
+for _name in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS"):
+    os.environ.pop(_name, None)
+
 
 def make(*args, cwd=ROOT, env=None, check=True):
     """Run ``make`` with this interpreter; return the CompletedProcess (output captured)."""

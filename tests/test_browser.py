@@ -7,8 +7,8 @@ Screenshots of the index and of one tutorial land in ``test-artifacts/browser/``
 
 Chromium comes from Debian (``.ci/run`` installs it); Playwright's own browser download
 (``playwright install``) is never used. axe-core, the accessibility checker injected into
-every page, comes from npm at the version tests/package-lock.json pins (``.ci/run`` runs
-``npm ci --prefix tests``).
+every page, comes from npm at the version tests/package-lock.json pins (``make test``
+runs ``npm ci --prefix tests`` when npm is there; ``.ci/run`` installs npm).
 """
 
 import functools
