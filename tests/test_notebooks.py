@@ -8,8 +8,9 @@ running them side by side is no faster, since each uses every core.
 
 The build has already executed every tutorial's code once; what a kernel run adds is the
 notebook form (the generated cells, the install cell, a fresh kernel in an empty folder),
-which is the same machinery for every tutorial. So the default suite runs the smallest
-notebook of each gallery, and the rest are marked ``slow``: ``make test-all`` (which CI's
+which is the same machinery for every tutorial. So the default suite runs the quickest
+notebook of each gallery (by the committed CPU run records, tools/gallery.py; the smallest
+file where none exists), and the rest are marked ``slow``: ``make test-all`` (which CI's
 .ci/run uses) runs them all.
 """
 
@@ -18,20 +19,37 @@ import nbformat
 import pytest
 from conftest import ROOT, tutorial_sources
 
+from tools import gallery
+
 SOURCES = tutorial_sources()
 
 
-def smallest_of_each_gallery(sources):
-    smallest = {}
+def quickest_of_each_gallery(sources):
+    """Per gallery, the tutorial whose current source ran fastest on a CPU as a script."""
+    seconds = {}
+    for records in gallery.read_records(ROOT).values():
+        for r in records:
+            if (
+                r.how == "script"
+                and r.passed
+                and r.device.startswith("CPU")
+                and r.current(ROOT)
+            ):
+                seconds[r.source] = min(r.seconds, seconds.get(r.source, r.seconds))
+    quickest = {}
     for source in sources:
-        size = (ROOT / source).stat().st_size
-        gallery = source.parts[0]
-        if gallery not in smallest or size < smallest[gallery][0]:
-            smallest[gallery] = (size, source)
-    return {source for _, source in smallest.values()}
+        # Without a record, the file size stands in for the run time (after every recorded one).
+        key = (
+            str(source) not in seconds,
+            seconds.get(str(source), 0),
+            (ROOT / source).stat().st_size,
+        )
+        if source.parts[0] not in quickest or key < quickest[source.parts[0]][0]:
+            quickest[source.parts[0]] = (key, source)
+    return {source for _, source in quickest.values()}
 
 
-QUICK = smallest_of_each_gallery(SOURCES)
+QUICK = quickest_of_each_gallery(SOURCES)
 NOTEBOOKS = [
     pytest.param(s, id=str(s), marks=() if s in QUICK else pytest.mark.slow)
     for s in SOURCES
