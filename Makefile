@@ -120,15 +120,13 @@ $(AXE_JS): tests/package-lock.json
 
 # The venv is rebuilt when requirements.txt changes: the stamp is a copy of it.
 # requirements-docs.txt, included by it, applies constraints-docs.txt's pinned versions.
-# --no-compile: pip would byte-compile all of PyTorch's ~10,000 modules up front (about 25 s
-# on two cores); Python compiles the few it imports on first use.
 $(VENV)/.requirements.txt: requirements.txt requirements-docs.txt constraints-docs.txt
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --no-compile $(PIP_SOURCE) -r requirements.txt
+	$(VENV)/bin/python -m pip install $(PIP_SOURCE) -r requirements.txt
 	cp requirements.txt $@
 
 $(VENV)/.requirements-test.txt: requirements-test.txt $(VENV)/.requirements.txt
-	$(VENV)/bin/python -m pip install --no-compile $(PIP_SOURCE) -r requirements-test.txt
+	$(VENV)/bin/python -m pip install $(PIP_SOURCE) -r requirements-test.txt
 	cp requirements-test.txt $@
 
 # PYTHON=... with WHEELHOUSE=...: complete that environment from the wheels (offline).
