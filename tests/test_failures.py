@@ -66,6 +66,23 @@ print("HEADERS=" + _HEADER_DIR)
 '''
 
 
+def build_html(project):
+    """`make html` in ``project``: its exit status and output lines, stdout and stderr in one
+    stream (in the order a terminal shows them), without make's own last word
+    ("make: *** [Makefile:NN: html] Error 2"), which follows the build's."""
+    proc = subprocess.run(
+        ["make", f"PYTHON={sys.executable}", "html"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = proc.stdout.splitlines()
+    while lines and lines[-1].startswith("make: ***"):
+        lines.pop()
+    return proc.returncode, lines
+
+
 @pytest.fixture(scope="module")
 def failed_build(tmp_path_factory):
     project = tmp_path_factory.mktemp("failures") / "site"
@@ -76,19 +93,8 @@ def failed_build(tmp_path_factory):
     (project / "index.rst").write_text(
         "Test\n====\n\n.. toctree::\n\n   recipes/index\n   intermediate/index\n"
     )
-    # stdout and stderr in one stream, in the order a terminal shows them.
-    proc = subprocess.run(
-        ["make", f"PYTHON={sys.executable}", "html"],
-        cwd=project,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines = proc.stdout.splitlines()
-    # make's own last word ("make: *** [Makefile:NN: html] Error 2") follows the build's.
-    while lines and lines[-1].startswith("make: ***"):
-        lines.pop()
-    return project, proc.returncode, lines
+    returncode, lines = build_html(project)
+    return project, returncode, lines
 
 
 def test_failing_tutorials_fail_the_build(failed_build):
@@ -170,17 +176,8 @@ def test_an_inductor_compile_error_ends_the_build_with_one_line(tmp_path):
     (project / "index.rst").write_text(
         "Test\n====\n\n.. toctree::\n\n   recipes/index\n   intermediate/index\n"
     )
-    proc = subprocess.run(
-        ["make", f"PYTHON={sys.executable}", "html"],
-        cwd=project,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines = [
-        line for line in proc.stdout.splitlines() if not line.startswith("make: ***")
-    ]
-    assert proc.returncode != 0
+    returncode, lines = build_html(project)
+    assert returncode != 0
     # torch 2.14 says "torch._inductor.exc.InductorError: CppCompileError: C++ compile
     # error"; the wrapper around CppCompileError has changed between releases.
     last = lines[-1]
