@@ -67,8 +67,8 @@ def first_notebook_cell(root=ROOT):
     PyTorch's own wheels bring."""
     packages = " ".join(f'"{r}"' for r in requirements(root) if ";" not in r)
     return (
-        f"# This page needs PyTorch {minimum('torch', root)} or later. This cell installs what\n"
-        "# it imports, upgrading an older PyTorch (restart the kernel after an upgrade).\n"
+        f"# This page needs PyTorch {minimum('torch', root)} or later.\n"
+        "# This cell installs what it imports, upgrading an older PyTorch (then restart the kernel).\n"
         f"%pip install -q {packages}"
     )
 
