@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sphinx.config  # noqa: E402
 
 from sphinxext import memory  # noqa: E402
+from tools import gallery  # noqa: E402
 
 project = "Learn torch.compile"
 author = "torch.compile tutorials team"
@@ -27,7 +28,7 @@ extensions = [
     "sphinx_copybutton",
     "sphinxext.verified_on",
     "sphinxext.failures",
-    "sphinxext.colab",
+    "sphinxext.notebooks",
 ]
 
 exclude_patterns = [
@@ -49,11 +50,12 @@ exclude_patterns = [
 ]
 
 sphinx_gallery_conf = {
-    "examples_dirs": ["recipes_source", "intermediate_source"],
-    "gallery_dirs": ["recipes", "intermediate"],
+    # The folders and the ignore pattern are tools/gallery.py's, which the tools share.
+    "examples_dirs": list(gallery.GALLERIES),
+    "gallery_dirs": list(gallery.GALLERIES.values()),
     # `make html-one PATTERN=...` executes only the tutorials whose path matches.
     "filename_pattern": os.environ.get("GALLERY_PATTERN") or r"\.py$",
-    "ignore_pattern": r"(^|/)_",
+    "ignore_pattern": gallery.IGNORE_PATTERN,
     "within_subsection_order": "FileNameSortKey",
     # The recorder comes last: its clock starts after the reset.
     "reset_modules": (
@@ -66,10 +68,8 @@ sphinx_gallery_conf = {
     "show_memory": memory.PeakMemory(),
     "download_all_examples": True,
     "remove_config_comments": True,
-    "first_notebook_cell": (
-        "# Installs what this notebook needs (Colab already has PyTorch).\n"
-        "%pip install -q torch torchvision numpy scipy tabulate matplotlib"
-    ),
+    # States the PyTorch the page needs and installs requirements.txt's tutorial packages.
+    "first_notebook_cell": gallery.first_notebook_cell(),
     "promote_jupyter_magic": True,
     "write_computation_times": True,
     "min_reported_time": 0,

@@ -115,7 +115,7 @@ def _write_report(app, exception):
         return
     records = [
         gallery.read_record(path)
-        for _, gallery_dir in gallery.galleries(app.srcdir)
+        for gallery_dir in gallery.GALLERIES.values()
         for path in sorted(
             (Path(app.srcdir) / gallery_dir).glob(f"*{gallery.RECORD_SUFFIX}")
         )

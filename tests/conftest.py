@@ -45,8 +45,8 @@ def built_site():
     return ROOT / TEST_BUILDDIR / "html", proc.stdout + proc.stderr
 
 
-# (examples folder, gallery folder) pairs, as conf.py pairs them.
-GALLERIES = dict(gallery.galleries(ROOT))
+# {examples folder: gallery folder}, as conf.py pairs them.
+GALLERIES = gallery.GALLERIES
 
 
 def tutorial_sources():

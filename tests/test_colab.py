@@ -1,19 +1,24 @@
 """The downloadable notebooks work when opened on Colab or in a fresh Jupyter.
 
 Static checks of the notebooks in the built site (no kernel): each asks Colab for a GPU
-runtime, and its first cell installs every third-party package the notebook imports.
-tests/test_notebooks.py runs notebooks on a real kernel.
+runtime, its first cell states the PyTorch it needs and installs every third-party package
+the notebook imports, and its markdown cells hold markdown, not reST directives or roles
+(sphinxext/notebooks.py). tests/test_notebooks.py runs notebooks on a real kernel.
 """
 
 import ast
 import json
+import re
 import shlex
 import sys
+from collections import defaultdict
 
 import pytest
-from conftest import tutorial_sources
+from conftest import ROOT, tutorial_sources
+from sphinx_gallery import notebook
 
-from sphinxext.colab import COLAB_METADATA
+from sphinxext.notebooks import COLAB_METADATA, page_titles, rst_for_notebook
+from tools import gallery
 
 SOURCES = tutorial_sources()
 # Where an import name is not the name pip installs it by. PyTorch's own CUDA wheels bring
@@ -36,8 +41,29 @@ def notebook_of(site, source):
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def cells(notebook, kind):
+    return ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == kind]
+
+
 def code_cells(notebook):
-    return ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    return cells(notebook, "code")
+
+
+# reST left in markdown: a directive (".. note::") or a role (":ref:`x`").
+_DIRECTIVE = re.compile(r"^[ \t]*\.\. \w[\w-]*(?::[\w-]+)*::", re.MULTILINE)
+_ROLE = re.compile(r":\w[\w-]*(?::[\w-]+)*:`")
+# Code in markdown, which may show anything: fenced blocks, and inline code as reST writes
+# it (``x``). A single backtick is left: it is part of every role.
+_CODE = re.compile(r"^```.*?^```|``.+?``", re.MULTILINE | re.DOTALL)
+
+
+def rest_left_in(markdown):
+    """The reST directives and roles in ``markdown``, outside its code."""
+    prose = _CODE.sub("", markdown)
+    return [
+        m.group(0).strip()
+        for m in (*_DIRECTIVE.finditer(prose), *_ROLE.finditer(prose))
+    ]
 
 
 def imported_packages(code):
@@ -105,3 +131,76 @@ def test_first_cell_installs_every_third_party_import(built_site, source):
         f"{source.name} imports {sorted(missing)}, which the first notebook cell "
         "(conf.py: sphinx_gallery_conf['first_notebook_cell']) does not install"
     )
+
+
+CARDS = """
+Title
+=====
+
+.. grid:: 2
+
+    .. grid-item-card:: :octicon:`mortar-board;1em;` What you will learn
+       :class-card: card-prerequisites
+
+       * How to do it, see :ref:`foreach_map_recipe` and
+         :ref:`the intro <torch_compile_tutorial>`
+       * Why :func:`~torch.compile` helps
+
+    .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
+       :class-card: card-prerequisites
+
+       * PyTorch 2.9 or later :bdg-info:`new`
+
+.. note::
+
+   A note, with a link `here <https://example.com>`__.
+
+   .. code-block:: rst
+
+      .. note:: shown as code, left alone
+"""
+
+
+def test_cards_notes_and_roles_become_markdown():
+    titles = page_titles(ROOT)
+    plain = rst_for_notebook(CARDS, titles)
+    assert "**What you will learn**\n\n* How to do it, see *" in plain
+    assert f"*{titles['foreach_map_recipe']}*" in plain
+    assert "*the intro*" in plain and "``torch.compile``" in plain
+    assert "**Prerequisites**\n\n* PyTorch 2.9 or later new" in plain
+    assert "**Note:** A note" in plain
+    assert "class-card" not in plain and "octicon" not in plain
+    # Then through sphinx-gallery's own converter, as the build does.
+    markdown = notebook.rst2md(plain, {}, ROOT, defaultdict(lambda: 1))
+    assert "[here](https://example.com)." in markdown  # no "_" left after it
+    assert "```rst\n.. note:: shown as code, left alone\n```" in markdown
+    assert rest_left_in(markdown) == []
+    # The detector finds what the converter removes.
+    assert set(rest_left_in(CARDS)) == {
+        ".. grid::", ".. grid-item-card::", ".. note::", ".. code-block::",
+        ":octicon:`", ":ref:`", ":func:`", ":bdg-info:`",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=str)
+def test_markdown_cells_hold_no_rest(built_site, source):
+    site, _ = built_site
+    markdown = cells(notebook_of(site, source), "markdown")
+    left = {i: rest_left_in(cell) for i, cell in enumerate(markdown)}
+    left = {i: found for i, found in left.items() if found}
+    assert not left, (
+        f"{source.name}: reST left in markdown cells (cell: found) {left}; "
+        "sphinxext/notebooks.py converts directives and roles"
+    )
+    # The cards read as markdown.
+    assert any(cell.count("**What you will learn**\n") for cell in markdown)
+    assert any(cell.count("**Prerequisites**\n") for cell in markdown)
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=str)
+def test_first_cell_states_and_installs_the_minimum_pytorch(built_site, source):
+    site, _ = built_site
+    first = code_cells(notebook_of(site, source))[0]
+    torch = gallery.minimum("torch")
+    assert f"PyTorch {torch} or later" in first
+    assert f'"torch>={torch}"' in first

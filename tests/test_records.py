@@ -46,6 +46,18 @@ def test_every_configuration_value_is_serializable():
     assert again == values["sphinx_gallery_conf"]
 
 
+def test_conf_takes_the_gallery_facts_from_tools_gallery():
+    conf = Config.read(str(ROOT))._raw_config["sphinx_gallery_conf"]
+    folders = dict(zip(conf["examples_dirs"], conf["gallery_dirs"]))
+    assert folders == gallery.GALLERIES
+    assert conf["ignore_pattern"] == gallery.IGNORE_PATTERN
+    first = conf["first_notebook_cell"]
+    assert f"PyTorch {gallery.minimum('torch')} or later" in first
+    for requirement in ("torch>=", "torchvision>=", "numpy>=", "matplotlib>="):
+        assert f'"{requirement}' in first
+    assert "triton" not in first  # PyTorch's own wheels bring it
+
+
 def test_every_tutorial_states_its_minimum_and_requirements_agree():
     for t in gallery.tutorials(ROOT):
         assert MINIMUM.search((ROOT / t.source).read_text()), (

@@ -1,15 +1,15 @@
 """The gallery's facts, in one place: which tutorials exist, the page each becomes, the
 checksum sphinx-gallery keeps of its source, and the record of one run of it.
 
-conf.py stays the only home of the folders and the ignore pattern; they are read here
-without running it. Standard library only: the shard planner runs on a bare runner's Python,
-and tools.verify runs this module inside the virtual environments it makes.
+This module owns the gallery folders and the ignore pattern (conf.py imports them into
+``sphinx_gallery_conf``) and reads the packages a reader needs from requirements.txt (the
+notebooks' first cell). Standard library only: the shard planner runs on a bare runner's
+Python, and tools.verify runs this module inside the virtual environments it makes.
 
 A tutorial *ran* when a passing run record carries the checksum of its current source:
 :func:`ran` is the one place that decides it (build, merge, validator and tests ask it).
 """
 
-import ast
 import datetime
 import hashlib
 import json
@@ -24,35 +24,53 @@ RECORDS = "records"  # the committed run records: records/<environment>.json
 REPORT = "build_report.json"  # the build's records, in the built site
 RECORD_SUFFIX = ".record.json"  # a build's record beside the generated page
 
-
-def gallery_conf(root=ROOT):
-    """The literal entries of ``sphinx_gallery_conf`` in conf.py (computed ones are left out)."""
-    path = Path(root) / "conf.py"
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if (
-            isinstance(node, ast.Assign)
-            and any(
-                getattr(t, "id", None) == "sphinx_gallery_conf" for t in node.targets
-            )
-            and isinstance(node.value, ast.Dict)
-        ):
-            conf = {}
-            for key, value in zip(node.value.keys, node.value.values):
-                try:
-                    conf[key.value] = ast.literal_eval(value)
-                except (AttributeError, ValueError):
-                    pass  # computed when Sphinx runs conf.py (filename_pattern, show_memory)
-            return conf
-    raise ValueError(f"{path}: no sphinx_gallery_conf dictionary")
+# {examples folder: gallery folder}: sphinx-gallery builds recipes_source/x.py into recipes/x.
+GALLERIES = {"recipes_source": "recipes", "intermediate_source": "intermediate"}
+# Sources sphinx-gallery skips (searched in the source's path): files and folders named "_*".
+IGNORE_PATTERN = r"(^|/)_"
+# The block of requirements.txt that lists what the tutorials import.
+TUTORIAL_REQUIREMENTS = "# What the tutorials import"
 
 
-def galleries(root=ROOT):
-    """[(examples dir, gallery dir)] as conf.py pairs them, e.g. ("recipes_source", "recipes")."""
-    conf = gallery_conf(root)
-    examples, gallery = conf["examples_dirs"], conf["gallery_dirs"]
-    if isinstance(examples, str):
-        examples, gallery = [examples], [gallery]
-    return list(zip(examples, gallery))
+def requirements(root=ROOT):
+    """The lines of requirements.txt's "What the tutorials import" block: the packages a
+    reader needs, with their lower bounds (``torch>=2.9``)."""
+    lines = (Path(root) / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    if TUTORIAL_REQUIREMENTS not in lines:
+        raise ValueError(f"requirements.txt has no {TUTORIAL_REQUIREMENTS!r} block")
+    block = []
+    for line in lines[lines.index(TUTORIAL_REQUIREMENTS) + 1 :]:
+        if not line.strip():
+            break
+        if not line.lstrip().startswith("#"):
+            block.append(line.strip())
+    return block
+
+
+def minimum(package, root=ROOT):
+    """The lower bound requirements.txt sets on ``package``: "2.9" for torch."""
+    for line in requirements(root):
+        match = re.fullmatch(
+            rf"{re.escape(package)}\s*>=\s*([\w.]+)", line.split(";")[0].strip()
+        )
+        if match:
+            return match.group(1)
+    raise ValueError(
+        f"requirements.txt sets no lower bound on {package} (as {package}>=X.Y)"
+    )
+
+
+def first_notebook_cell(root=ROOT):
+    """The cell that opens every notebook: it states the PyTorch the page needs and installs
+    requirements.txt's tutorial packages at their lower bounds, so an older PyTorch (an older
+    Colab image) is upgraded. Lines with an environment marker are left out: triton, which
+    PyTorch's own wheels bring."""
+    packages = " ".join(f'"{r}"' for r in requirements(root) if ";" not in r)
+    return (
+        f"# This page needs PyTorch {minimum('torch', root)} or later.\n"
+        "# This cell installs what it imports, upgrading an older PyTorch (then restart the kernel).\n"
+        f"%pip install -q {packages}"
+    )
 
 
 def checksum(path):
@@ -89,12 +107,11 @@ class Tutorial:
 def tutorials(root=ROOT):
     """Every tutorial sphinx-gallery builds, in gallery order."""
     root = Path(root).resolve()
-    ignore = gallery_conf(root).get("ignore_pattern", r"__init__\.py")
     found = []
-    for src, dst in galleries(root):
+    for src, dst in GALLERIES.items():
         for path in sorted((root / src).glob("*.py")):
             # sphinx-gallery matches ignore_pattern against the normalised full path.
-            if not re.search(ignore, os.path.normpath(path)):
+            if not re.search(IGNORE_PATTERN, os.path.normpath(path)):
                 found.append(Tutorial(f"{src}/{path.name}", dst))
     return found
 

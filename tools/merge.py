@@ -59,7 +59,7 @@ def save(root, dest):
             )
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    for _, folder in gallery.galleries(root):
+    for folder in gallery.GALLERIES.values():
         if not (root / folder).is_dir():
             raise MergeError(
                 f"{root / folder} does not exist: build the shard first (make html SHARD=i/N)"

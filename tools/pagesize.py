@@ -38,7 +38,9 @@ class Size:
 
     def budget(self):
         folder = self.source.split("/", 1)[0]
-        return OWN_BUDGETS.get(self.source, BUDGETS.get(folder, BUDGETS["intermediate_source"]))
+        return OWN_BUDGETS.get(
+            self.source, BUDGETS.get(folder, BUDGETS["intermediate_source"])
+        )
 
 
 def measure(path, name=None):
@@ -49,14 +51,29 @@ def measure(path, name=None):
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             functions += not isinstance(node, ast.Lambda)
-        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if isinstance(
+            node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        ):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+            ):
                 if isinstance(body[0].value.value, str):
-                    docstring_lines.update(range(body[0].lineno, body[0].end_lineno + 1))
+                    docstring_lines.update(
+                        range(body[0].lineno, body[0].end_lineno + 1)
+                    )
     code_lines = set()
-    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
-            tokenize.ENDMARKER, tokenize.ENCODING}
+    skip = {
+        tokenize.COMMENT,
+        tokenize.NL,
+        tokenize.NEWLINE,
+        tokenize.INDENT,
+        tokenize.DEDENT,
+        tokenize.ENDMARKER,
+        tokenize.ENCODING,
+    }
     for tok in tokenize.tokenize(io.BytesIO(text.encode("utf-8")).readline):
         if tok.type not in skip:
             code_lines.update(range(tok.start[0], tok.end[0] + 1))
@@ -80,7 +97,9 @@ def main():
         b = s.budget()
         bad = s.lines > b[0] or s.code > b[1] or s.functions > b[2]
         over += bad
-        print(f"{s.source:55} {s.lines:6d} {s.code:6d} {s.functions:6d}  {b}{'  OVER' if bad else ''}")
+        print(
+            f"{s.source:55} {s.lines:6d} {s.code:6d} {s.functions:6d}  {b}{'  OVER' if bad else ''}"
+        )
     return 1 if over else 0
 
 

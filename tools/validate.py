@@ -44,7 +44,6 @@ INTENDED = "intended-traceback"
 WARNING = re.compile(r"\b(DeprecationWarning|FutureWarning)\b")
 INTENDED_WARNING = "intended-warning"
 MINIMUM = re.compile(r"PyTorch (\d+)\.(\d+)(?:\.\d+)? or (?:later|newer)")
-_REQUIREMENT = re.compile(r"^torch\s*>=\s*(\d+)\.(\d+)", re.MULTILINE)
 
 
 def machine_path_pattern(source_root):
@@ -185,11 +184,13 @@ def check_records(root, report):
                 source,
                 f"passed on PyTorch {_release(passing[0])}, older than its stated minimum",
             )
-    requirements = root / "requirements.txt"
-    if stated and requirements.is_file():
-        match = _REQUIREMENT.search(requirements.read_text())
+    if stated and (root / "requirements.txt").is_file():
+        try:
+            bound = tuple(int(p) for p in gallery.minimum("torch", root).split(".")[:2])
+        except ValueError:
+            bound = None
         lowest = min(stated.values())
-        if match is None or (int(match.group(1)), int(match.group(2))) != lowest:
+        if bound != lowest:
             report.fail(
                 "requirements.txt",
                 f"its torch lower bound is not torch>={_release(lowest)}, the lowest "

@@ -46,20 +46,17 @@ class VerifyError(Exception):
 
 
 def reader_requirements(root):
-    """What the tutorials import besides torch (requirements.txt's first block)."""
-    lines = (Path(root) / "requirements.txt").read_text().splitlines()
-    heading = "# What the tutorials import"
-    if heading not in lines:
-        raise VerifyError(f"requirements.txt has no {heading!r} block")
-    start = lines.index(heading)
-    block = []
-    for line in lines[start + 1 :]:
-        if not line.strip():
-            break
-        name = re.match(r"[A-Za-z0-9_.-]+", line)
-        if name and name.group(0) not in ("torch", "torchvision", "triton"):
-            block.append(line.strip())
-    return block
+    """What the tutorials import besides torch (tools.gallery.requirements)."""
+    try:
+        block = gallery.requirements(root)
+    except ValueError as exc:
+        raise VerifyError(str(exc)) from None
+    skip = (
+        "torch",
+        "torchvision",
+        "triton",
+    )  # installed first, from the index asked for
+    return [r for r in block if re.match(r"[A-Za-z0-9_.-]+", r).group(0) not in skip]
 
 
 def _pip(python, args, log):
