@@ -28,6 +28,7 @@ extensions = [
     "sphinxext.verified_on",
     "sphinxext.failures",
     "sphinxext.colab",
+    "sphinxext.reports",
 ]
 
 exclude_patterns = [

@@ -423,6 +423,7 @@ assert sum(counters["graph_break"].values()) == 0
 # environment variable is the supported way) with the formatter the trace format needs.
 # Everything the next section compiles goes into the trace.
 
+import torch._logging.structured
 from torch._logging._internal import TorchLogsFormatter, trace_log
 
 trace_dir = Path(tempfile.mkdtemp(prefix="torch_trace_"))
@@ -430,6 +431,10 @@ trace_file = trace_dir / "dedicated_log_torch_trace_page.log"
 trace_handler = logging.FileHandler(trace_file)
 trace_handler.setFormatter(TorchLogsFormatter(trace=True))
 trace_log.addHandler(trace_handler)
+# The trace names each source file once, the first time it is used; in a fresh process
+# that is after the handler exists. Forget the names used so far, so they are named again.
+torch._logging.structured.INTERN_TABLE.clear()
+torch._logging.structured.DUMPED_FILES.clear()
 
 # %%
 # Is it faster now? Where does the step spend its time?
