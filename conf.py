@@ -29,6 +29,7 @@ extensions = [
     "sphinxext.verified_on",
     "sphinxext.failures",
     "sphinxext.notebooks",
+    "sphinxext.reports",
 ]
 
 exclude_patterns = [

@@ -35,7 +35,7 @@ class MergeError(Exception):
 
 def _generated_files(gallery, stem):
     """What sphinx-gallery writes for one example: <stem>.rst/.py/.py.md5/.ipynb/.zip/...,
-    images/sphx_glr_<stem>_NNN.*, images/thumb/sphx_glr_<stem>_thumb.*"""
+    images/sphx_glr_<stem>_NNN.*, images/thumb/sphx_glr_<stem>_thumb.*, <stem>_report/**"""
     gallery = Path(gallery)
     own = re.compile(rf"^{re.escape(stem)}\.")
     image = re.compile(rf"^sphx_glr_{re.escape(stem)}_(\d+|thumb)\.\w+$")
@@ -46,6 +46,8 @@ def _generated_files(gallery, stem):
             for p in folder.glob(f"sphx_glr_{stem}_*")
             if p.is_file() and image.match(p.name)
         ]
+    # A folder the tutorial wrote beside itself, published by sphinxext/reports.py.
+    files += [p for p in (gallery / f"{stem}_report").rglob("*") if p.is_file()]
     return sorted(files)
 
 
