@@ -444,6 +444,9 @@ print(f"autograd nodes that compiled autograd walks per backward: {len(node_call
 # %%
 # How to read the table:
 #
+# * **Grad error.** The largest difference from the float64 gradients, relative to the
+#   largest gradient. Compiled code may sum in another order than eager code; the page
+#   asserts that each compiled row stays within four times eager's error plus 1e-5.
 # * **Backward graphs.** ``torch.compile(model)`` runs three compiled backward graphs, and
 #   the engine runs the ``swish`` backward, every hook (a Python call and a small kernel
 #   each) and every ``AccumulateGrad`` between and after them. With compiled autograd one
@@ -457,7 +460,7 @@ print(f"autograd nodes that compiled autograd walks per backward: {len(node_call
 #   calls, eager nodes and kernel launches, but adds its own work on every call, the walk
 #   over all the autograd nodes to find its cache entry, and the guards of the compiled
 #   backward graph. Which of the two is larger depends on the model and the machine:
-#   compare the issue times of the two compiled rows. Where the step is bound by the GPU,
+#   compare the issue times of the two compiled rows (on a CPU, their step times). Where the step is bound by the GPU,
 #   what counts is the kernels: the fused backward saves memory traffic, and the walk is
 #   hidden behind the GPU's work.
 #
