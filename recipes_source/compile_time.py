@@ -101,7 +101,7 @@ if device == "cuda":
     WIDTH, HEADS, LAYERS, BATCH, SEQ = 1024, 16, 8, 8, 512
 else:
     device_name = f"CPU, {torch.get_num_threads()} threads"
-    WIDTH, HEADS, LAYERS, BATCH, SEQ = 64, 4, 4, 4, 32
+    WIDTH, HEADS, LAYERS, BATCH, SEQ = 32, 4, 3, 4, 32
     print("No CUDA GPU found: running on the CPU with a smaller model.")
 print(f"torch {torch.__version__} on {device} ({device_name})")
 print(f"{LAYERS} blocks, width {WIDTH}, {HEADS} heads; input {BATCH} x {SEQ}")
