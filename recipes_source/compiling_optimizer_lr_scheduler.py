@@ -215,7 +215,9 @@ print(f"graphs compiled after each step: {compiled['graphs']}")
 print(
     f"parameter error to float64: eager {error(eager):.2e}, compiled {error(compiled):.2e}"
 )
-assert error(compiled) <= 3 * error(eager) + 1e-6
+# floor: the compiled step computes Adam's bias corrections on the device in float32,
+# eager in Python's double precision
+assert error(compiled) <= 3 * error(eager) + 1e-5
 
 # %%
 # Why a float learning rate recompiles
