@@ -142,14 +142,14 @@ _PATH = re.compile(r"(?:/[^\s'\"():/]+)+/([^\s'\"():/]+\.py)")
 class RecompileLog(logging.Handler):
     def emit(self, record):
         for line in record.getMessage().splitlines():
-            line = _PATH.sub(r"\1", line.strip()).split("  # ")[0]
-            if line.startswith(("Recompiling", "- ")) or "recompile_limit" in line:
+            line = _PATH.sub(r"\1", line.strip()).split("  # ")[0].rstrip()
+            if re.match(r"Recompiling|- \d+/\d+: ", line) or "recompile_limit" in line:
                 self.lines.append(line)
 
     def __enter__(self):
+        torch._logging.set_logs(recompiles=True)  # first: it installs its own handlers
         self.lines, self.logger = [], logging.getLogger("torch._dynamo")
         self.saved, self.logger.handlers = self.logger.handlers, [self]
-        torch._logging.set_logs(recompiles=True)
         return self
 
     def __exit__(self, *exc):
