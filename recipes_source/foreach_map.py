@@ -166,7 +166,7 @@ print("new learning rate: same result as the loop, nothing recompiled")
 # Computed inside the same compiled function as the update, they would not be stored:
 # Inductor would inline their ``pow`` calls into the loop over every tensor's elements.
 # They are computed in float64, as ``torch.optim.Adam`` does with Python floats: in
-# float32, ``1 - beta2**t`` loses about five digits to cancellation in the first steps.
+# float32, ``1 - beta2**t`` is off by about 1e-5 (relative) in the first steps.
 # The decayed gradients :math:`g'` are never stored: once fused, they stay in registers.
 
 
