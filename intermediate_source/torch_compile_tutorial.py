@@ -108,17 +108,20 @@ print(
 # ``bench`` returns one table row. On a GPU the kernels run behind the CPU, which only
 # queues them, so it measures two things: the **step time**, the median of CUDA-event
 # timings by ``triton.testing.do_bench``, and the **CPU time to issue one call**, timed
-# without waiting for the GPU. When the issue time is close to the step time, the GPU
-# waits for the CPU to hand it work (Python, guards, kernel launches): the step is
-# **CPU-bound**, and fewer or cheaper launches make it faster. When it is well below, the
-# step is **GPU-bound**, and only less GPU work helps. On a CPU the two are the same, so
-# the column shows ``-``; the timing there is ``torch.utils.benchmark.Timer`` with all of
-# the CPU's threads, the number that Inductor's C++ code uses.
+# without waiting for the GPU. When the issue time is close to the step time (above 80%
+# of it, ``bound`` says ``CPU``), the GPU waits for the CPU to hand it work (Python,
+# guards, kernel launches): the step is **CPU-bound**, and only fewer or cheaper launches
+# make it faster. When it is well below, the step is **GPU-bound**, and only less GPU
+# work helps. On a CPU the two are the same, so those columns show ``-``; the timing
+# there is ``torch.utils.benchmark.Timer`` with all of the CPU's threads, as many as
+# Inductor's C++ code uses. ``bench`` also asserts that nothing was compiled while it
+# timed: Dynamo's count of compiled frames must not change.
 
 
 def bench(name, fn, eager_ms=None):
     """[name, step ms, issue ms, bound, speedup over eager_ms] for a function fn()."""
     fn()  # warm-up; compiles if needed
+    frames = counters["frames"]["total"]
     if device == "cpu":
         timer = benchmark.Timer(
             "fn()", globals={"fn": fn}, num_threads=torch.get_num_threads()
@@ -134,6 +137,7 @@ def bench(name, fn, eager_ms=None):
             issue.append(time.perf_counter() - start)
         torch.cuda.synchronize()
         issue_ms = statistics.median(issue) * 1e3
+    assert counters["frames"]["total"] == frames, f"{name}: compiled while timed"
     bound = "-" if issue_ms is None else "CPU" if issue_ms > 0.8 * step_ms else "GPU"
     return [name, step_ms, issue_ms or "-", bound, (eager_ms or step_ms) / step_ms]
 
@@ -283,8 +287,8 @@ del reference
 #   replays them, so that one launch replaces many: it removes CPU launch cost, which
 #   matters when a step is CPU-bound. The graphs keep a memory pool of their own, each new
 #   shape records new graphs, and an output is overwritten by the next replay unless you
-#   clone it. CUDA graphs exist only on NVIDIA and AMD GPUs, so on a CPU this mode adds
-#   nothing, and the page skips it there.
+#   clone it. CUDA graphs are a GPU feature: on a CPU this mode adds nothing, and the
+#   page skips it there.
 # * ``"max-autotune"`` benchmarks several implementations of each matrix product and
 #   convolution (Triton templates beside cuBLAS and cuDNN) and keeps the fastest, and uses
 #   CUDA graphs. Its compile takes many times longer, so this page does not run it: it is
@@ -306,14 +310,17 @@ rows.append(bench("compiled, default", lambda: infer(compiled_cnn), rows[0][1]))
 if device == "cuda":
     cudagraph_cnn = torch.compile(cnn, mode="reduce-overhead")
     rows.append(bench("reduce-overhead", lambda: infer(cudagraph_cnn), rows[0][1]))
+else:
+    print("reduce-overhead: not run, a CPU has no CUDA graphs")
 show(rows)
 
 # %%
-# Compiled code cannot speed up the convolutions themselves, which run in cuDNN or
-# oneDNN in both versions; it shrinks the work around them (batch norms, ReLUs, residual
-# additions) and, on a GPU, the number of kernels to launch. On a CPU a compiled call
-# also pays a few microseconds to check its guards. Measure with the sizes, precision
-# and hardware you will run with.
+# The convolutions run in cuDNN or oneDNN in both versions (Inductor may hand them
+# another memory layout). What compiling changes is the work around them: batch norms,
+# ReLUs and residual additions fused into fewer kernels, which is less memory traffic
+# for the GPU and fewer launches for the CPU. Every compiled call also spends a few
+# microseconds of CPU time checking its guards. Measure with the sizes, precision and
+# hardware you will run with.
 #
 # Training a small GPT
 # --------------------
@@ -371,11 +378,8 @@ def loss_of(net, dtype=AMP_DTYPE):
 eager_gpt = copy.deepcopy(gpt)
 compiled_gpt = torch.compile(copy.deepcopy(gpt))
 results = []
-for net, dtype in [
-    (eager_gpt, AMP_DTYPE),
-    (compiled_gpt, AMP_DTYPE),
-    (gpt.double(), None),
-]:
+runs = [(eager_gpt, AMP_DTYPE), (compiled_gpt, AMP_DTYPE), (gpt.double(), None)]
+for net, dtype in runs:
     loss, logits = loss_of(net, dtype)
     loss.backward()
     grads = torch.cat([p.grad.flatten().double() for p in net.parameters()])
@@ -383,15 +387,17 @@ for net, dtype in [
 factor = 2.0 if AMP_DTYPE is None else 3.0
 check("GPT logits", results[0][0], results[1][0], results[2][0], factor)
 check("GPT gradients", results[0][1], results[1][1], results[2][1], factor)
-del gpt, results
+del gpt, runs, net, loss, logits, grads, results  # frees the float64 model
 
 # %%
-# A training step is forward, backward and the optimizer. On a GPU the step of the
-# default AdamW launches a few kernels per group of parameters and spends milliseconds of
-# CPU time doing it; ``fused=True`` updates every parameter in one kernel, and is how
-# AdamW should run on a GPU (CPUs have a fused AdamW too). Both rows use the same fused
-# AdamW, so they differ only in the model: eager or compiled. Compiling the optimizer
-# step as well is the subject of :ref:`compiled_training_tutorial`.
+# A training step is forward, backward and the optimizer. On a GPU the default AdamW
+# (the ``foreach`` implementation) runs its update as a series of operations over lists
+# of tensors, each called from Python and launching its own kernels, which costs CPU
+# time on every step. ``fused=True`` does the whole update in one fused operation and is
+# how AdamW is best run on a GPU (CPUs have a fused AdamW too). Both rows below use the
+# same fused AdamW, so they differ only in the model, eager or compiled; the optimizer
+# itself is not compiled. Compiling it too is the subject of
+# :ref:`compiled_training_tutorial`.
 
 
 def make_step(net):
@@ -410,10 +416,11 @@ rows.append(bench("compiled model, fused AdamW", make_step(compiled_gpt), rows[0
 show(rows)
 
 # %%
-# In training, fusion saves more than in inference: every elementwise operation in the
-# forward has a matching one in the backward, and AOTAutograd can recompute cheap
-# activations in the backward instead of storing them. What it leaves to the vendor
-# libraries (matrix products, attention) is the same in both rows.
+# Training gives fusion more to work on than inference: every elementwise operation in
+# the forward (layer norms, GELU, residual additions, the casts of autocast) has a
+# matching one in the backward, and AOTAutograd may recompute cheap activations in the
+# backward instead of storing and reading them back. The matrix products and the
+# attention run in the same vendor kernels in both rows.
 #
 # Dynamic shapes and recompiles
 # -----------------------------
@@ -461,14 +468,16 @@ with trimmed_logs(recompiles=True):
         t = torch.randn(n, 16)
         torch.testing.assert_close(compiled_rms(t), row_rms(t))
 print(f"3 sizes: {counters['stats']['unique_graphs']} graphs compiled")
-assert counters["stats"]["unique_graphs"] == 2  # 32 rows reused the dynamic graph
+# 32 rows reused the dynamic graph: no third frame compiled, no third graph
+assert counters["frames"]["ok"] == counters["stats"]["unique_graphs"] == 2
 
 # %%
 # The log names the guard that failed: the size of ``x``'s first dimension. Two graphs
 # served three sizes. When you know in advance which size varies (a batch, a sequence
 # length), ``torch._dynamo.mark_dynamic(tensor, dim)`` makes it dynamic from the first
-# call, and ``dynamic=False`` turns the automatic step off (a new graph per size). The
-# counts are Dynamo's own: frames compiled and graphs captured.
+# call; ``dynamic=True`` makes every size dynamic from the start; and ``dynamic=False``
+# turns the automatic step off (a new graph per size). The counts are Dynamo's own:
+# frames compiled and graphs captured, for four sizes.
 
 shape_rows = []
 for name in ["default", "mark_dynamic(t, 0)", "dynamic=False"]:
@@ -485,8 +494,8 @@ for name in ["default", "mark_dynamic(t, 0)", "dynamic=False"]:
     shape_rows.append(
         [name, counters["frames"]["ok"], counters["stats"]["unique_graphs"]]
     )
-print(tabulate(shape_rows, ["4 sizes", "frames compiled", "graphs"], tablefmt="github"))
-assert [r[2] for r in shape_rows] == [2, 1, 4], shape_rows
+print(tabulate(shape_rows, ["", "frames compiled", "graphs"], tablefmt="github"))
+assert [r[1:] for r in shape_rows] == [[2, 2], [1, 1], [4, 4]], shape_rows
 
 # %%
 # Dynamo still treats sizes 0 and 1 as special, and a graph with dynamic shapes can be a
@@ -531,6 +540,7 @@ assert explanation.graph_break_count == 2
 torch._dynamo.reset()
 try:
     torch.compile(noisy_clip, backend="eager", fullgraph=True)(x)
+    raise AssertionError("fullgraph=True did not raise")
 except torch._dynamo.exc.Unsupported as error:
     print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
 
