@@ -96,10 +96,9 @@ else:
     GPT = dict(layers=2, dim=256, heads=4, vocab=2048, seq=128)
     GPT_BATCH, AMP_DTYPE = 4, None
 
-print(
-    f"{device_name}, torch {torch.__version__}; ResNet-18 batch {CNN_BATCH} at "
-    f"{IMAGE}x{IMAGE}; GPT {GPT} batch {GPT_BATCH}, autocast {AMP_DTYPE}"
-)
+print(f"{device_name}, torch {torch.__version__}")
+print(f"ResNet-18: batch {CNN_BATCH} at {IMAGE}x{IMAGE}")
+print(f"GPT: {GPT}, batch {GPT_BATCH}, autocast {AMP_DTYPE or 'off'}")
 
 # %%
 # Measuring
@@ -264,7 +263,7 @@ with fresh_cache():
 cold, warm = compile_rows
 assert cold[2] >= 1 and cold[3] > 0 and cold[4] == 0, cold  # compiled, all misses
 assert warm[2] >= 1 and warm[3] == 0 and warm[4] > 0, warm  # compiled, all hits
-headers = ["first call", "seconds", "graphs", "cache misses", "cache hits"]
+headers = ["first call", "seconds", "graphs compiled", "cache misses", "cache hits"]
 print(tabulate(compile_rows, headers, tablefmt="github", floatfmt=".1f"))
 with torch.no_grad():
     reference = copy.deepcopy(cnn).double()(images.double())
