@@ -271,10 +271,10 @@ check("ResNet-18 logits", infer(cnn), logits, reference)
 del reference
 
 # %%
-# A warm compile skips code generation and the C++ or Triton compiler, which is most of
-# a cold compile; tracing remains. Keeping the cache between runs
-# (``TORCHINDUCTOR_CACHE_DIR``) turns a new process's cold compile into a warm one;
-# :ref:`compile_time` measures where compile time goes and how to cut it further.
+# A warm compile skips code generation and the C++ or Triton compiler; Dynamo and
+# AOTAutograd still trace the model. The table shows what that leaves on this machine.
+# Keeping the cache between runs (``TORCHINDUCTOR_CACHE_DIR``) gives a new process the
+# warm compile; :ref:`compile_time` measures where compile time goes and how to cut it.
 #
 # Modes, and what compiling buys in inference
 # -------------------------------------------
@@ -443,12 +443,12 @@ PATH = re.compile(r"(?<!\S)/\S*/")  # a file path up to its file name
 def trimmed_logs(lines=3, **artifacts):
     records = logging.handlers.BufferingHandler(capacity=1000)
     logging.getLogger("torch._dynamo").addHandler(records)
-    torch._logging.set_logs(**artifacts)
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # torch's own, untrimmed copy
+            torch._logging.set_logs(**artifacts)
             yield
     finally:
-        torch._logging.set_logs()
+        torch._logging.set_logs()  # back to the defaults, printing to stderr
         logging.getLogger("torch._dynamo").removeHandler(records)
     for record in records.buffer:
         for line in record.getMessage().splitlines()[:lines]:
