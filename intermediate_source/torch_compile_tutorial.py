@@ -220,7 +220,7 @@ for module in (wrapped, in_place):
 #
 # Now a real model, torchvision's ResNet-18 (random weights). Inductor keeps what it
 # compiles in a cache on disk, keyed by the graph and the settings, so a second process
-# that compiles the same model finds most of the work done. A **cold** compile starts from
+# that compiles the same model finds the generated code there. A **cold** compile starts from
 # an empty cache: inside ``fresh_cache()`` both of Inductor's caches point at a new, empty
 # folder, and ``torch._dynamo.reset()`` makes Dynamo forget what it compiled. Compiling
 # again inside the same block is a **warm** compile: Dynamo and AOTAutograd trace the
@@ -528,7 +528,7 @@ with trimmed_logs(lines=2):
 print(f"graphs: {explanation.graph_count}, breaks: {explanation.graph_break_count}")
 for reason in explanation.break_reasons:
     frame = reason.user_stack[-1]
-    print(f"  line {frame.line.strip()!r}: {reason.reason.splitlines()[0]}")
+    print(f"  line {(frame.line or '').strip()!r}: {reason.reason.splitlines()[0]}")
 assert explanation.graph_break_count == 2
 
 # %%
@@ -574,7 +574,7 @@ print(f"fullgraph=True: {counters['stats']['unique_graphs']} graph, no break")
 # depends on what bounds a step: fusion shrinks GPU work, CUDA graphs
 # (``mode="reduce-overhead"``) shrink CPU launch work, and the CPU issue time beside the
 # step time says which one a step needs. Compile time is paid once per process and set of
-# shapes, and a warm cache cuts most of it. New shapes cause recompiles and unsupported
+# shapes, and a warm cache skips its code generation. New shapes cause recompiles and unsupported
 # Python causes graph breaks; both are visible in the logs and with
 # ``torch._dynamo.explain``.
 #
