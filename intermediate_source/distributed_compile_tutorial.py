@@ -268,13 +268,13 @@ def run_variant(variant, cfg, dev):
 
 
 def main(section, cfg, out):
-    dist.init_process_group(cfg["backend"])
     dev = torch.device("cpu")
     if cfg["backend"] == "nccl":
         dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         torch.cuda.set_device(dev)
     else:
         torch.set_num_threads(1)
+    dist.init_process_group(cfg["backend"])
     all_grads = {}
     for variant in cfg["variants"][section]:
         report, all_grads[variant] = run_variant(variant, cfg, dev)
@@ -341,7 +341,11 @@ def check_and_tabulate(rows, grads):
         )
         for n, ref in ref_grads.items():
             torch.testing.assert_close(
-                g[n], ref, rtol=1e-4, atol=1e-5, msg=f"{name} {n}"
+                g[n],
+                ref,
+                rtol=1e-4,
+                atol=1e-5,
+                msg=lambda m, at=f"{name}, {n}": f"{at}: {m}",
             )
         loss_err = (losses - torch.tensor(ref_losses)).abs().max().item()
         grad_err = max((g[n] - ref).abs().max().item() for n, ref in ref_grads.items())
@@ -438,8 +442,9 @@ assert ddp["DDP(model.compile())"]["compiled graphs"] > 1
 #   time because its input, unlike the others', does not require a gradient.
 # * **Whole-model compile**: ``torch.compile(model)`` after ``fully_shard``. Dynamo
 #   starts at the top ``forward``, reaches the first block's hook and has to break the
-#   graph. A graph break inside a loop makes Dynamo give up on that frame, so the
-#   compiled graphs end up being the blocks' own ``forward`` frames. Count the graphs to
+#   graph. Here the break falls inside the loop over the layers, and a graph break in a
+#   loop makes Dynamo give up on the whole frame, so the compiled graphs end up being
+#   the blocks' own ``forward`` frames. Count the graphs to
 #   see what you got; ``fullgraph=True`` here would turn the first break into an error.
 #
 # ``optimize_ddp`` and its ``python_reducer`` mode concern DDP only: FSDP2's
