@@ -19,7 +19,15 @@ from bs4 import BeautifulSoup
 from conftest import ROOT, copy_build_machinery, make, page_of, tutorial_sources
 
 from tools import gallery
-from tools.shard import Job, PlanError, plan
+from tools.shard import (
+    DEFAULT_REPORT,
+    Job,
+    PlanError,
+    find_jobs,
+    plan,
+    read_durations,
+    runner_label,
+)
 from tools.validate import validate
 
 # --- the planner -------------------------------------------------------------------------
@@ -157,7 +165,42 @@ def test_plan_and_matrix_output():
         shard_cli("-n", "2", "--matrix", "--default-label", "my-gpu").stdout
     )
     assert {e["shard"] for e in matrix["include"]} <= {"1/2", "2/2"}
-    assert all(e["runner"] == "my-gpu" for e in matrix["include"])
+    # Shards without a required label run on the default runner; labelled ones on theirs.
+    labels = {job.label for job in find_jobs(ROOT, {})} - {None}
+    runners = [e["runner"] for e in matrix["include"]]
+    assert "my-gpu" in runners
+    assert set(runners) <= {"my-gpu", *labels}
+
+
+# The tutorial that needs two GPUs; its label comes from its own source, as CI reads it.
+MULTI_GPU_SOURCE = "intermediate_source/distributed_compile_tutorial.py"
+
+
+def test_distributed_tutorial_asks_for_a_multi_gpu_runner():
+    assert runner_label(ROOT / MULTI_GPU_SOURCE) == "multi-gpu"
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_real_plan_sends_the_multi_gpu_tutorial_to_a_multi_gpu_shard(n):
+    label = runner_label(ROOT / MULTI_GPU_SOURCE)
+    jobs = find_jobs(ROOT, read_durations(ROOT / DEFAULT_REPORT))
+    shards = plan(jobs, n)
+    (owner,) = [
+        s for s in shards if MULTI_GPU_SOURCE in [t.source for t in s.tutorials]
+    ]
+    assert owner.label == label
+    assert sum(s.label == label for s in shards) >= 1
+    for s in shards:
+        if s.label is None:
+            assert all(t.label is None for t in s.tutorials), s.name
+    # The CLI agrees: the matrix names the runner, and that shard's pattern selects the
+    # tutorial for sphinx-gallery (source path) and for the validator (page path).
+    matrix = json.loads(shard_cli("-n", str(n), "--matrix").stdout)
+    (entry,) = [e for e in matrix["include"] if e["index"] == owner.index]
+    assert entry["runner"] == label
+    pattern = shard_cli("--shard", owner.name, "--pattern").stdout.strip()
+    assert re.search(pattern, f"{ROOT}/{MULTI_GPU_SOURCE}")
+    assert re.search(pattern, page_of(Path(MULTI_GPU_SOURCE)))
 
 
 def test_bad_shard_is_refused():
