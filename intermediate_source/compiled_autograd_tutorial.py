@@ -102,7 +102,9 @@ fresh_cache = getattr(torch._inductor.utils, "fresh_cache", None) or (
 # kernel has been queued, not when it has run. When the issue time is close to the step time,
 # the GPU waits for the CPU: the step is **bound by the CPU** (Python, framework overhead,
 # kernel launches) and only less CPU work makes it faster. When it is well below, the step is
-# **bound by the GPU** and only less GPU work helps. ``bound`` prints that verdict. On the CPU,
+# **bound by the GPU** and only less GPU work helps. ``bound`` prints that verdict. The two
+# times come from separate runs, so the issue time can come out a little above the step
+# time. On the CPU,
 # ``torch.utils.benchmark`` times the call with every thread, and issue time and step time
 # are the same thing (a "-" in the tables).
 
@@ -153,7 +155,10 @@ def kept_log(**artifacts):
 # A training step with a graph break and hooks
 # --------------------------------------------
 #
-# Three stages of LayerNorm-Linear-ReLU blocks. Between stages the model calls ``swish``,
+# Three stages of LayerNorm-Linear-GELU blocks (GELU rather than ReLU on purpose: ReLU's
+# gradient jumps at zero, so a pre-activation within rounding error of zero can land on
+# different sides in float32 and in float64, and the comparison with float64 below would
+# measure that jump instead of rounding). Between stages the model calls ``swish``,
 # which ``torch.compiler.disable`` keeps out of the graph: it stands in for anything Dynamo
 # cannot capture (a third-party extension, logging, a data-dependent branch). So the forward
 # is three compiled graphs with eager code between them. Every parameter gets a hook that
@@ -170,7 +175,7 @@ def swish(x):
 class ThreeStageNet(nn.Module):
     def __init__(self):
         super().__init__()
-        block = (nn.LayerNorm, lambda w: nn.Linear(w, w), lambda w: nn.ReLU())
+        block = (nn.LayerNorm, lambda w: nn.Linear(w, w), lambda w: nn.GELU())
         self.stages = nn.ModuleList(
             nn.Sequential(*[layer(width) for _ in range(blocks) for layer in block])
             for _ in range(3)

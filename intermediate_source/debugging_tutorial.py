@@ -522,6 +522,9 @@ assert results[2][1] == 0
 # %%
 # How to read the table: "graphs compiled" counts every graph Dynamo produced during the
 # twelve warm-up steps and the timing (forward graphs; Inductor compiles a backward for each).
+# "graph breaks" is Dynamo's counter over the same steps: it counts a break each time Dynamo
+# traces through it, so a frame that is compiled again counts its breaks again. It is not
+# the number of places that break, which ``explain`` reported above.
 # The model as written compiles several pieces with eager code between them, and
 # pays for every ``.item()`` on every step; the fixed one compiles one graph, once. Whether
 # that shows up in the step time depends on which side is the bottleneck on this machine,

@@ -299,6 +299,9 @@ WORKER_ENV = dict(
     NVSHMEM_DISABLE_NVLS="1",
     OMP_NUM_THREADS="1",
 )
+# CPU workers must not see a GPU: FSDP2 puts its default device mesh on the GPU when
+# one is visible, and two ranks would then share (or miss) a single device.
+CPU_ONLY = {"gloo": {"CUDA_VISIBLE_DEVICES": ""}}
 
 
 def launch(section, timeout=600):
@@ -312,7 +315,7 @@ def launch(section, timeout=600):
         proc = subprocess.Popen(
             cmd,
             cwd=tmp,
-            env=os.environ | WORKER_ENV,
+            env=os.environ | WORKER_ENV | CPU_ONLY.get(cfg["backend"], {}),
             text=True,
             start_new_session=True,
             stdout=subprocess.PIPE,
@@ -324,7 +327,7 @@ def launch(section, timeout=600):
             os.killpg(proc.pid, signal.SIGKILL)
             output = proc.communicate()[0] + f"\n(killed after {timeout} s)"
         if proc.returncode != 0:
-            tail = "\n".join(output.splitlines()[-40:])
+            tail = "\n".join(output.splitlines()[-80:])
             raise RuntimeError(f"{section} workers failed ({proc.returncode}):\n{tail}")
         lines = output.splitlines()
         rows = [json.loads(s[7:]) for s in lines if s.startswith("RESULT ")]

@@ -111,7 +111,8 @@ print(f"GPT: {GPT}, batch {GPT_BATCH}, autocast {AMP_DTYPE or 'off'}")
 # of it, ``bound`` says ``CPU``), the GPU waits for the CPU to hand it work (Python,
 # guards, kernel launches): the step is **CPU-bound**, and only fewer or cheaper launches
 # make it faster. When it is well below, the step is **GPU-bound**, and only less GPU
-# work helps. On a CPU the two are the same, so those columns show ``-``; the timing
+# work helps. The two come from separate runs, so the issue time can come out a little
+# above the step time. On a CPU the two are the same, so those columns show ``-``; the timing
 # there is ``torch.utils.benchmark.Timer`` with all of the CPU's threads, as many as
 # Inductor's C++ code uses. ``bench`` also asserts that nothing was compiled while it
 # timed: Dynamo's count of compiled frames must not change.
@@ -273,6 +274,9 @@ del reference
 # %%
 # A warm compile skips code generation and the C++ or Triton compiler; Dynamo and
 # AOTAutograd still trace the model. The table shows what that leaves on this machine.
+# (On a recent NVIDIA GPU both errors are larger than the small MLP's: PyTorch runs
+# float32 convolutions in cuDNN with TF32 by default, ``torch.backends.cudnn.allow_tf32``,
+# in eager and compiled code alike.)
 # Keeping the cache between runs (``TORCHINDUCTOR_CACHE_DIR``) gives a new process the
 # warm compile; :ref:`compile_time` measures where compile time goes and how to cut it.
 #

@@ -320,8 +320,9 @@ print(tabulate(rows, headers.split("|"), "github", floatfmt=fmt, missingval="-")
 # -----------------
 #
 # * **% of copy roofline**: 100% would mean that the step moved its 28 bytes per
-#   parameter as fast as the device copies memory. Eager ``foreach`` makes several passes
-#   over memory where one would do; ``fused=True`` and the compiled step make one.
+#   parameter as fast as the device copies memory. The copy is itself a measurement, so a
+#   step that matches it can land a little above 100%. Eager ``foreach`` makes several
+#   passes over memory where one would do; ``fused=True`` and the compiled step make one.
 # * **CPU issue** and **bound by**: a step that the CPU cannot issue faster than the GPU
 #   runs it is bound by the CPU, whatever its kernels. On every call, a compiled step
 #   checks guards on every parameter, gradient and state tensor and launches several

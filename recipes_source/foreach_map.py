@@ -437,8 +437,9 @@ print(tabulate(rows, headers.split("|"), "github", floatfmt=fmt, missingval="-")
 # -----------------
 #
 # * **% of copy roofline**: 100% would mean the step moved its 28 bytes per parameter as
-#   fast as the device copies memory. Eager ``foreach`` makes several passes over memory
-#   where one would do; ``fused=True`` and ``ForeachMapAdam`` make one.
+#   fast as the device copies memory. The copy is itself a measurement, so a step that
+#   matches it can land a little above 100%. Eager ``foreach`` makes several passes over
+#   memory where one would do; ``fused=True`` and ``ForeachMapAdam`` make one.
 # * **CPU issue** and **bound by**: a step that the CPU cannot issue faster than the GPU
 #   runs it waits for the CPU, whatever its kernels. The compiled step checks guards on
 #   every tensor of four lists and calls two compiled functions on every call; a CUDA
