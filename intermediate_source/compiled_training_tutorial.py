@@ -251,6 +251,9 @@ def bound(step_ms, issue_ms):
 
 
 # %%
+# Running a rung
+# --------------
+#
 # ``rung`` runs one rung of the ladder. It puts the weights and the optimizer state back
 # to their initial values *in place* (the same tensors, so whatever an earlier rung
 # compiled stays valid) and trains ``N_CHECK`` steps on the fixed batches. The first step
@@ -261,6 +264,8 @@ def bound(step_ms, issue_ms):
 # one of them. Then it scores the losses and weights against float64 and times the step.
 
 rows = []
+headers = ["rung", "first step, cold (s)", "step (ms)", "CPU issue (ms)", "bound"]
+headers += ["loss error", "weight error"]
 
 
 def rung(label, step_fn, compiled=True, cudagraphs=False):
@@ -312,7 +317,9 @@ def rung(label, step_fn, compiled=True, cudagraphs=False):
             f"{weight_err:.1e}",
         ]
     )
-    print(f"{label}: step {step_ms:.2f} ms, CPU issue {rows[-1][3]} ms")
+    print(
+        f"{label}: " + ", ".join(f"{h} {v}" for h, v in zip(headers[1:5], rows[-1][1:]))
+    )
     return loss_err, weight_err
 
 
@@ -446,8 +453,6 @@ print(f"compiled rungs within 3x of eager's error + 1e-5: {', '.join(results)}")
 # step; a CUDA-graph rung records its graphs during the steps after it, which that
 # column leaves out. The errors are against float64, after ``N_CHECK`` steps.
 
-headers = ["rung", "first step, cold (s)", "step (ms)", "CPU issue (ms)", "bound"]
-headers += ["loss error", "weight error"]
 print(f"{device_name}, torch {torch.__version__}; medians")
 print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
 
