@@ -258,7 +258,7 @@ def bound(step_ms, issue_ms):
 # to their initial values *in place* (the same tensors, so whatever an earlier rung
 # compiled stays valid) and trains ``N_CHECK`` steps on the fixed batches. The first step
 # runs inside ``fresh_cache()``, Inductor's helper that points its caches at a new empty
-# folder, so it includes a **cold** compile of whatever the rung adds; the helper asserts
+# folder, so it includes a **cold** compile of whatever the rung adds; ``rung`` asserts
 # that the FX graph cache missed and never hit, and that a graph was compiled. The later
 # steps must compile nothing, although the schedule changes the learning rate at every
 # one of them. Then it scores the losses and weights against float64 and times the step.
@@ -302,7 +302,11 @@ def rung(label, step_fn, compiled=True, cudagraphs=False):
     losses += [step(inputs[i], targets[i]).item() for i in range(1, N_CHECK)]
     assert counters["stats"]["unique_graphs"] == graphs0 + graphs, "recompiled"
 
-    loss_err = ((torch.tensor(losses) - ref_losses).abs() / ref_losses).max().item()
+    loss_err = (
+        ((torch.tensor(losses, dtype=torch.float64) - ref_losses).abs() / ref_losses)
+        .max()
+        .item()
+    )
     weights = torch.cat([p.detach().flatten() for p in model.parameters()]).double()
     weight_err = ((weights - ref_weights).norm() / ref_weights.norm()).item()
     step_ms, issue_ms = measure(step)
