@@ -252,16 +252,21 @@ def bound(step_ms, issue_ms):
 
 
 # %%
+# Running a rung
+# --------------
+#
 # ``rung`` runs one rung of the ladder. It puts the weights and the optimizer state back
 # to their initial values *in place* (the same tensors, so whatever an earlier rung
 # compiled stays valid) and trains ``N_CHECK`` steps on the fixed batches. The first step
 # runs inside ``fresh_cache()``, Inductor's helper that points its caches at a new empty
-# folder, so it includes a **cold** compile of whatever the rung adds; the helper asserts
+# folder, so it includes a **cold** compile of whatever the rung adds; ``rung`` asserts
 # that the FX graph cache missed and never hit, and that a graph was compiled. The later
 # steps must compile nothing, although the schedule changes the learning rate at every
 # one of them. Then it scores the losses and weights against float64 and times the step.
 
 rows = []
+headers = ["rung", "first step, cold (s)", "step (ms)", "CPU issue (ms)", "bound"]
+headers += ["loss error", "weight error"]
 
 
 def rung(label, step_fn, compiled=True, cudagraphs=False):
@@ -298,7 +303,11 @@ def rung(label, step_fn, compiled=True, cudagraphs=False):
     losses += [step(inputs[i], targets[i]).item() for i in range(1, N_CHECK)]
     assert counters["stats"]["unique_graphs"] == graphs0 + graphs, "recompiled"
 
-    loss_err = ((torch.tensor(losses) - ref_losses).abs() / ref_losses).max().item()
+    loss_err = (
+        ((torch.tensor(losses, dtype=torch.float64) - ref_losses).abs() / ref_losses)
+        .max()
+        .item()
+    )
     weights = torch.cat([p.detach().flatten() for p in model.parameters()]).double()
     weight_err = ((weights - ref_weights).norm() / ref_weights.norm()).item()
     step_ms, issue_ms = measure(step)
@@ -313,7 +322,9 @@ def rung(label, step_fn, compiled=True, cudagraphs=False):
             f"{weight_err:.1e}",
         ]
     )
-    print(f"{label}: step {step_ms:.2f} ms, CPU issue {rows[-1][3]} ms")
+    print(
+        f"{label}: " + ", ".join(f"{h} {v}" for h, v in zip(headers[1:5], rows[-1][1:]))
+    )
     return loss_err, weight_err
 
 
@@ -447,8 +458,6 @@ print(f"compiled rungs within 3x of eager's error + 1e-5: {', '.join(results)}")
 # step; a CUDA-graph rung records its graphs during the steps after it, which that
 # column leaves out. The errors are against float64, after ``N_CHECK`` steps.
 
-headers = ["rung", "first step, cold (s)", "step (ms)", "CPU issue (ms)", "bound"]
-headers += ["loss error", "weight error"]
 print(f"{device_name}, torch {torch.__version__}; medians")
 print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
 
