@@ -82,9 +82,11 @@ if device == "cuda":
     # PyTorch's default float32 matmuls; Inductor's hint to enable TF32 is about speed only.
     warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
     batch, width, blocks = 64, 1024, 4  # blocks per stage
+    CLIP = 5e-4  # the hooks' clamp: the larger model has smaller gradients
 else:
     device_name = f"CPU, {torch.get_num_threads()} threads"
     batch, width, blocks = 32, 128, 1
+    CLIP = 2e-3
 print(f"torch {torch.__version__} on {device_name}: batch {batch}, width {width}")
 
 # Called fresh_inductor_cache in older releases; the old name remains an alias.
@@ -185,9 +187,6 @@ class ThreeStageNet(nn.Module):
         x = swish(self.stages[0](x))  # graph break
         x = swish(self.stages[1](x))  # graph break
         return F.mse_loss(self.stages[2](x), target)
-
-
-CLIP = 2e-3
 
 
 def clip_grad(grad):
@@ -377,8 +376,8 @@ for p in model64.parameters():
 run(train_step, model64, x.double(), target.double())
 grads64 = torch.cat([p.grad.flatten() for p in model64.parameters()])
 clipped = (grads64.abs() == CLIP).double().mean().item()
-print(f"the hooks clipped {clipped:.0%} of the gradient elements (float64 run)")
-assert 0 < clipped < 1
+print(f"the hooks clipped {clipped:.1%} of the gradient elements (float64 run)")
+assert 0.01 < clipped < 1
 
 results = {}
 for label, make_step in variants.items():

@@ -340,7 +340,7 @@ def rung(label, step_fn, compiled=True, cudagraphs=False):
 # bfloat16 and are shown for scale only.
 
 eager_err = rung("eager", lambda x, y: train_step(model, update, opt, x, y), False)
-rung(
+_ = rung(
     "eager, bf16 autocast",
     lambda x, y: train_step(model, update, opt, x, y, bf16=True),
     compiled=False,

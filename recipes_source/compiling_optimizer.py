@@ -124,12 +124,12 @@ print(
 print(f"capturable after compiling: {opt.param_groups[0]['capturable']}")
 
 # %%
-# The graph breaks are deliberate. Most built-in optimizers (``Adam``, ``AdamW``, ``SGD``
+# The graph break is deliberate. Most built-in optimizers (``Adam``, ``AdamW``, ``SGD``
 # and others) wrap ``step`` in a decorator that calls ``torch._dynamo.graph_break()``
-# before and after the update. The update then compiles as a graph of its own with grad
-# mode off, so AOTAutograd treats it as an inference graph and the parameters and state are
-# updated in place, with no extra buffers or copies. Keep ``fullgraph=False`` (the default)
-# when you compile ``opt.step``.
+# around the update, and the break counted above is the one Dynamo took there. The update
+# then compiles as a graph of its own with grad mode off, so AOTAutograd treats it as an
+# inference graph and the parameters and state are updated in place, with no extra buffers
+# or copies. Keep ``fullgraph=False`` (the default) when you compile ``opt.step``.
 #
 # On a GPU, ``torch.compile`` also switched the new optimizer to ``capturable=True`` before
 # creating its state: the step counters live on the GPU and the kernels read them like any

@@ -166,7 +166,9 @@ print("new learning rate: same result as the loop, nothing recompiled")
 # Computed inside the same compiled function as the update, they would not be stored:
 # Inductor would inline their ``pow`` calls into the loop over every tensor's elements.
 # They are computed in float64, as ``torch.optim.Adam`` does with Python floats: in
-# float32, ``1 - beta2**t`` is off by about 1e-5 (relative) in the first steps.
+# float32, ``1 - beta2**t`` is off by about 1e-5 (relative) in the first steps. The step
+# counter itself is advanced outside the compiled functions: PyTorch 2.9 on a CPU loses
+# an in-place update of a 0-dim CPU tensor made inside a compiled function.
 # The decayed gradients :math:`g'` are never stored: once fused, they stay in registers.
 
 
@@ -184,7 +186,6 @@ def param_update(p, m, v, step_size, bias_correction2_sqrt, eps):
 
 @torch.compile(fullgraph=True)
 def step_scalars(step, lr, beta1, beta2):
-    step.add_(1)
     scalars = lr / (1 - beta1**step), (1 - beta2**step).sqrt(), 1 - beta1
     return [s.float() for s in scalars]
 
@@ -217,6 +218,7 @@ class ForeachMapAdam:
 
     @torch.no_grad()
     def step(self):
+        self.step_count += 1
         scalars = step_scalars(self.step_count, self.lr, self.beta1, self.constants[0])
         grads = [p.grad for p in self.params]
         adam_step(
