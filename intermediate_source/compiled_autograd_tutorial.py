@@ -105,10 +105,10 @@ fresh_cache = getattr(torch._inductor.utils, "fresh_cache", None) or (
 # the GPU waits for the CPU: the step is **bound by the CPU** (Python, framework overhead,
 # kernel launches) and only less CPU work makes it faster. When it is well below, the step is
 # **bound by the GPU** and only less GPU work helps. ``bound`` prints that verdict. The two
-# times come from separate runs, so the issue time can come out a little above the step
-# time. On the CPU,
-# ``torch.utils.benchmark`` times the call with every thread, and issue time and step time
-# are the same thing (a "-" in the tables).
+# times come from separate runs, and each issue run starts after a synchronize, from an idle
+# GPU, so the issue time can come out above the step time; the step is CPU-bound then too.
+# On the CPU, ``torch.utils.benchmark`` times the call with every thread, and issue time and
+# step time are the same thing (a "-" in the tables).
 
 
 def measure(fn):
