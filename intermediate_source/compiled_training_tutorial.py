@@ -216,8 +216,9 @@ print("float64 losses:", " ".join(f"{v:.3f}" for v in ref_losses.tolist()))
 #   GPU**; only less GPU work helps.
 #
 # ``bound`` prints that verdict ("CPU" when the issue time is above 80 % of the step
-# time). The two times come from separate runs, so the issue time can come out a little
-# above the step time. On a CPU there is no separate device: ``torch.utils.benchmark`` times the step
+# time). The two times come from separate runs, each issue run starting from an idle GPU,
+# so the issue time can come out above the step time; the step is CPU-bound then too. On a
+# CPU there is no separate device: ``torch.utils.benchmark`` times the step
 # with every thread, and the issue column shows "-". ``measure`` also asserts that
 # nothing compiles while it times.
 

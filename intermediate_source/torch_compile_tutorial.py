@@ -111,8 +111,9 @@ print(f"GPT: {GPT}, batch {GPT_BATCH}, autocast {AMP_DTYPE or 'off'}")
 # of it, ``bound`` says ``CPU``), the GPU waits for the CPU to hand it work (Python,
 # guards, kernel launches): the step is **CPU-bound**, and only fewer or cheaper launches
 # make it faster. When it is well below, the step is **GPU-bound**, and only less GPU
-# work helps. The two come from separate runs, so the issue time can come out a little
-# above the step time. On a CPU the two are the same, so those columns show ``-``; the timing
+# work helps. The two come from separate runs, each issue run starting from an idle GPU,
+# so the issue time can come out above the step time; the step is CPU-bound then too. On a
+# CPU the two are the same, so those columns show ``-``; the timing
 # there is ``torch.utils.benchmark.Timer`` with all of the CPU's threads, as many as
 # Inductor's C++ code uses. ``bench`` also asserts that nothing was compiled while it
 # timed: Dynamo's count of compiled frames must not change.
