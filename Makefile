@@ -5,6 +5,8 @@
 #   make test-all                the test suite and the tests marked slow (CI runs this)
 #   make html-noplot             build without executing anything (fast; for prose and layout)
 #   make html-one PATTERN=foreach  execute only the tutorials whose path matches PATTERN
+#   make html JOBS=2             execute two tutorials at a time (faster on a CPU, but their
+#                                printed timings then share the machine; the tests use it)
 #   make html SHARD=2/3          execute only shard 2 of 3 (python -m tools.shard -n 3 prints the plan)
 #   make merge SHARDS="a b c"    one site in $(BUILDDIR)/html from the shard outputs a, b, c
 #   make serve                   serve _build/html on http://127.0.0.1:$(PORT)
@@ -24,6 +26,8 @@ BUILDDIR ?= _build
 SPHINXOPTS ?= -W --keep-going
 PORT ?= 8000
 PATTERN ?=
+JOBS ?= 1
+export GALLERY_JOBS := $(JOBS)
 SHARD ?=
 SHARDS ?=
 PYTEST_ARGS ?= tests

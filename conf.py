@@ -56,6 +56,9 @@ sphinx_gallery_conf = {
     "gallery_dirs": list(gallery.GALLERIES.values()),
     # `make html-one PATTERN=...` executes only the tutorials whose path matches.
     "filename_pattern": os.environ.get("GALLERY_PATTERN") or r"\.py$",
+    # `make html JOBS=2` executes two tutorials of a gallery at a time. One by default:
+    # tutorials side by side share the machine, and so would their printed timings.
+    "parallel": int(os.environ.get("GALLERY_JOBS") or 1),
     "ignore_pattern": gallery.IGNORE_PATTERN,
     "within_subsection_order": "FileNameSortKey",
     # The recorder comes last: its clock starts after the reset.

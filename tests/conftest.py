@@ -41,7 +41,11 @@ def make(*args, cwd=ROOT, env=None, check=True):
 @pytest.fixture(scope="session")
 def built_site():
     """Build the whole site once, executing every tutorial; return (html dir, build output)."""
-    proc = make("html", f"BUILDDIR={TEST_BUILDDIR}")
+    # Two tutorials at a time, as the notebook tests run them (tests/test_notebooks.py
+    # says why): the tests check what the pages compute, not their timings. One at a time
+    # where a GPU is present, so that no two tutorials size their work to the same memory.
+    jobs = 1 if shutil.which("nvidia-smi") else 2
+    proc = make("html", f"BUILDDIR={TEST_BUILDDIR}", f"JOBS={jobs}")
     return ROOT / TEST_BUILDDIR / "html", proc.stdout + proc.stderr
 
 

@@ -3,8 +3,11 @@
 The notebooks are the ones in the built site (``_downloads/``), the files a reader gets.
 Each runs with nbclient on an ipykernel kernel, on the CPU, in an empty working directory,
 as a reader's fresh Jupyter would: the first cell's ``%pip install`` included (everything
-is installed already, so it is quick). The tutorials run one after another: on two cores,
-running them side by side is no faster, since each uses every core.
+is installed already, so it is quick). Two kernels run at a time: most of a tutorial's CPU
+time is compiling (Python and the C++ compiler, largely on one core), so on the 2-core CI
+machine two tutorials side by side took 35 s where one after the other took 59 s
+(compiling_optimizer and foreach_map, 2026-11-25). A session fixture starts the runs of
+the selected notebooks in the tests' order and each test waits for its own.
 
 The build has already executed every tutorial's code once; what a kernel run adds is the
 notebook form (the generated cells, the install cell, a fresh kernel in an empty folder),
@@ -13,6 +16,9 @@ notebook of each gallery (by the committed CPU run records, tools/gallery.py; th
 file where none exists), and the rest are marked ``slow``: ``make test-all`` (which CI's
 .ci/run uses) runs them all.
 """
+
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import nbclient
 import nbformat
@@ -58,29 +64,56 @@ NOTEBOOKS = [
 CELL_TIMEOUT = 900
 
 
-@pytest.mark.parametrize("source", NOTEBOOKS)
-def test_notebook_runs(built_site, source, tmp_path, monkeypatch):
-    site, _ = built_site
+# Kernels running at once (see above).
+JOBS = 2
+
+
+def run_notebook(site, source, workdir):
+    """Execute the site's notebook of ``source`` in ``workdir``; return it, executed."""
     found = sorted((site / "_downloads").rglob(f"{source.stem}.ipynb"))
     assert len(found) == 1, f"expected one {source.stem}.ipynb in _downloads: {found}"
     notebook = nbformat.read(found[0], as_version=4)
-
-    # The kernel inherits this environment: no GPU, and Jupyter's own plot backend
-    # (the build's MPLBACKEND=Agg would make plt.show() warn in a notebook).
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    monkeypatch.delenv("MPLBACKEND", raising=False)
-    monkeypatch.delenv("GALLERY_PATTERN", raising=False)
-
+    # The kernel's environment: no GPU, and Jupyter's own plot backend (the build's
+    # MPLBACKEND=Agg would make plt.show() warn in a notebook).
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    for name in ("MPLBACKEND", "GALLERY_PATTERN", "GALLERY_JOBS"):
+        env.pop(name, None)
     client = nbclient.NotebookClient(
         notebook,
         timeout=CELL_TIMEOUT,
         kernel_name="python3",
-        resources={"metadata": {"path": str(tmp_path)}},
+        resources={"metadata": {"path": str(workdir)}},
     )
+    client.execute(env=env)
+    return notebook
+
+
+@pytest.fixture(scope="session")
+def notebook_runs(request, built_site, tmp_path_factory):
+    """{source: future of its executed notebook} for the notebook tests selected."""
+    site, _ = built_site
+    selected = [
+        item.callspec.params["source"]
+        for item in request.session.items
+        if item.originalname == "test_notebook_runs"
+    ]
+    pool = ThreadPoolExecutor(max_workers=JOBS)
+    runs = {
+        source: pool.submit(
+            run_notebook, site, source, tmp_path_factory.mktemp(source.stem)
+        )
+        for source in selected
+    }
+    yield runs
+    pool.shutdown(cancel_futures=True)
+
+
+@pytest.mark.parametrize("source", NOTEBOOKS)
+def test_notebook_runs(notebook_runs, source):
     try:
-        client.execute()
+        notebook = notebook_runs[source].result()
     except nbclient.exceptions.CellExecutionError as error:
-        pytest.fail(f"{found[0].name}: a cell failed:\n{error}", pytrace=False)
+        pytest.fail(f"{source.stem}.ipynb: a cell failed:\n{error}", pytrace=False)
 
     code_cells = [c for c in notebook.cells if c.cell_type == "code"]
     assert code_cells and all(c.execution_count for c in code_cells)
