@@ -23,7 +23,9 @@ sphinx-gallery has no setting for either, so this wraps two functions of
 ``sphinx_gallery.notebook``: ``jupyter_notebook_skeleton`` (which starts every notebook) and
 ``rst2md`` (which ``fill_notebook`` calls for each text block; with the ``pypandoc`` option,
 which this site leaves off, pandoc converts instead). A sphinx-gallery release that renames
-either fails the build here; tests/test_colab.py checks the built notebooks.
+either fails the build here; tests/test_colab.py checks the built notebooks. The wrappers
+are installed by ``setup`` and, for sphinx-gallery's parallel workers (``make html JOBS=2``),
+which never run ``setup``, by importing the ``sphinxext`` package (``sphinxext/__init__.py``).
 """
 
 import copy
@@ -223,9 +225,14 @@ def _wrap(module, name, wrap):
         setattr(module, name, wrapper)
 
 
-def setup(app):
+def install():
+    """Wrap sphinx-gallery's notebook writer in this process (once; later calls do nothing)."""
     from sphinx_gallery import notebook
 
     _wrap(notebook, "jupyter_notebook_skeleton", _with_colab_metadata)
     _wrap(notebook, "rst2md", _with_plain_rst)
+
+
+def setup(app):
+    install()
     return {"parallel_read_safe": True, "parallel_write_safe": True}
