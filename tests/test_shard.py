@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -266,13 +267,18 @@ def small_project(path):
 def sharded(tmp_path_factory):
     """Two shards built on 'separate runners', a merge of them, and a single build to compare."""
     base = tmp_path_factory.mktemp("sharded")
-    shards = []
-    for i in (1, 2):
-        project = small_project(base / f"runner-{i}")
-        make("html", f"SHARD={i}/2", cwd=project)
-        shards.append(project / "_build" / "shard")
-    single = small_project(base / "single")
-    make("html", cwd=single)
+
+    def build(name, *args):
+        project = small_project(base / name)
+        make("html", *args, cwd=project)
+        return project
+
+    # Three independent builds, run side by side as on separate runners.
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        runs = [pool.submit(build, f"runner-{i}", f"SHARD={i}/2") for i in (1, 2)]
+        runs.append(pool.submit(build, "single"))
+        runner_1, runner_2, single = (run.result() for run in runs)
+    shards = [runner_1 / "_build" / "shard", runner_2 / "_build" / "shard"]
     merged = small_project(base / "merge")
     proc = make("merge", f"SHARDS={shards[0]} {shards[1]}", cwd=merged)
     return {
