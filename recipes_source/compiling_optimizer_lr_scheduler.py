@@ -60,6 +60,11 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 WIDTH, HIDDEN = (1024, 4096) if device == "cuda" else (32, 64)
 N_STEPS = 12  # more than the default recompile limit of 8, which shows up below
 print(f"torch {torch.__version__} on {device}; MLP {WIDTH}-{HIDDEN}-{WIDTH}")
+# Compiling ``Optimizer.step`` logs once that the profiler range around it is left out of
+# the graph: a note about profiling, not about this recipe (PyTorch 2.9 logs it from
+# another module than later releases).
+for name in ["torch._dynamo.variables.torch", "torch._dynamo.variables.ctx_manager"]:
+    logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def make_model(dtype=torch.float32):

@@ -3,10 +3,10 @@
 The notebooks are the ones in the built site (``_downloads/``), the files a reader gets.
 Each runs with nbclient on an ipykernel kernel, on the CPU, in an empty working directory,
 as a reader's fresh Jupyter would: the first cell's ``%pip install`` included (everything
-is installed already, so it is quick). Two kernels run at a time: most of a tutorial's CPU
-time is compiling (Python and the C++ compiler, largely on one core), so on the 2-core CI
-machine two tutorials side by side took 35 s where one after the other took 59 s
-(compiling_optimizer and foreach_map, 2026-11-25). A session fixture starts the runs of
+is installed already, so it is quick). Two kernels run at a time: one tutorial leaves much
+of a 2-core CPU idle, and on one like CI's two tutorials side by side took 35 s where one
+after the other took 59 s (compiling_optimizer and foreach_map, PyTorch 2.14.1,
+2026-11-25). A session fixture starts the runs of
 the selected notebooks in the tests' order and each test waits for its own.
 
 The build has already executed every tutorial's code once; what a kernel run adds is the
