@@ -23,9 +23,9 @@ sphinx-gallery has no setting for either, so this wraps two functions of
 ``sphinx_gallery.notebook``: ``jupyter_notebook_skeleton`` (which starts every notebook) and
 ``rst2md`` (which ``fill_notebook`` calls for each text block; with the ``pypandoc`` option,
 which this site leaves off, pandoc converts instead). A sphinx-gallery release that renames
-either fails the build here; tests/test_colab.py checks the built notebooks. The wrappers
-are installed by ``setup`` and, for sphinx-gallery's parallel workers (``make html JOBS=2``),
-which never run ``setup``, by importing the ``sphinxext`` package (``sphinxext/__init__.py``).
+either fails the build here; tests/test_colab.py checks the built notebooks. Importing the
+``sphinxext`` package installs the wrappers (``sphinxext/__init__.py``), in Sphinx's process
+and in sphinx-gallery's parallel workers (``make html JOBS=2``), which never run ``setup``.
 """
 
 import copy
@@ -234,5 +234,4 @@ def install():
 
 
 def setup(app):
-    install()
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -18,6 +18,9 @@ from tools import gallery
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_BUILDDIR = "_build/test"
+# Tutorials the test build executes at a time, and notebook kernels the notebook tests run
+# at a time (tests/test_notebooks.py says why).
+JOBS = 2
 
 # Under `make test` these tell every make the tests start that it is a sub-make, which then
 # prints "make[1]: ..." lines a reader's own `make html` never shows. Each build a test starts
@@ -41,10 +44,9 @@ def make(*args, cwd=ROOT, env=None, check=True):
 @pytest.fixture(scope="session")
 def built_site():
     """Build the whole site once, executing every tutorial; return (html dir, build output)."""
-    # Two tutorials at a time, as the notebook tests run them (tests/test_notebooks.py
-    # says why): the tests check what the pages compute, not their timings. One at a time
-    # where a GPU is present, so that no two tutorials size their work to the same memory.
-    jobs = 1 if shutil.which("nvidia-smi") else 2
+    # JOBS at a time: the tests check what the pages compute, not their timings. One at a
+    # time where a GPU is present, so that no two tutorials size their work to the same memory.
+    jobs = 1 if shutil.which("nvidia-smi") else JOBS
     proc = make("html", f"BUILDDIR={TEST_BUILDDIR}", f"JOBS={jobs}")
     return ROOT / TEST_BUILDDIR / "html", proc.stdout + proc.stderr
 

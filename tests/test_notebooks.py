@@ -6,8 +6,8 @@ as a reader's fresh Jupyter would: the first cell's ``%pip install`` included (e
 is installed already, so it is quick). Two kernels run at a time: one tutorial leaves much
 of a 2-core CPU idle, and on one like CI's two tutorials side by side took 35 s where one
 after the other took 59 s (compiling_optimizer and foreach_map, PyTorch 2.14.1,
-2026-11-25). A session fixture starts the runs of
-the selected notebooks in the tests' order and each test waits for its own.
+2026-11-25). A session fixture starts the runs of the selected notebooks in the tests'
+order (``conftest.JOBS`` at a time) and each test waits for its own.
 
 The build has already executed every tutorial's code once; what a kernel run adds is the
 notebook form (the generated cells, the install cell, a fresh kernel in an empty folder),
@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import nbclient
 import nbformat
 import pytest
-from conftest import ROOT, tutorial_sources
+from conftest import JOBS, ROOT, tutorial_sources
 
 from tools import gallery
 
@@ -62,10 +62,6 @@ NOTEBOOKS = [
 ]
 # Seconds one cell may take; the slowest cells compile with torch.compile on CPU.
 CELL_TIMEOUT = 900
-
-
-# Kernels running at once (see above).
-JOBS = 2
 
 
 def run_notebook(site, source, workdir):
