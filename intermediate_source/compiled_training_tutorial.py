@@ -89,7 +89,8 @@ print(
 warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
 # Compiling ``Optimizer.step`` logs once that the profiler range around it is left out of
 # the graph: a note about profiling, not about this lesson.
-logging.getLogger("torch._dynamo.variables.ctx_manager").setLevel(logging.ERROR)
+for name in ["torch._dynamo.variables.torch", "torch._dynamo.variables.ctx_manager"]:
+    logging.getLogger(name).setLevel(logging.ERROR)
 
 # %%
 # The task is made up, so nothing is downloaded: each sequence is random tokens followed
