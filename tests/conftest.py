@@ -4,14 +4,21 @@ The build goes through ``make html`` (the README's command) with this interprete
 tests exercise the same entry point a reader uses. The compile cache and sphinx-gallery's
 checksum cache are the project's own: a second ``make test`` re-executes nothing that
 did not change.
+
+The notebook tests' kernels start as soon as the site is built, before the first test, and
+run in the background while the other tests read the site: the browser tests leave much of
+the CPU idle, waiting on Chromium. Each notebook test then waits for its own kernel run.
 """
 
 import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import nbclient
+import nbformat
 import pytest
 
 from tools import gallery
@@ -49,6 +56,53 @@ def built_site():
     jobs = 1 if shutil.which("nvidia-smi") else JOBS
     proc = make("html", f"BUILDDIR={TEST_BUILDDIR}", f"JOBS={jobs}")
     return ROOT / TEST_BUILDDIR / "html", proc.stdout + proc.stderr
+
+
+# Seconds one notebook cell may take; the slowest cells compile with torch.compile on CPU.
+CELL_TIMEOUT = 900
+
+
+def run_notebook(site, source, workdir):
+    """Execute the site's notebook of ``source`` in ``workdir``; return it, executed."""
+    found = sorted((site / "_downloads").rglob(f"{source.stem}.ipynb"))
+    assert len(found) == 1, f"expected one {source.stem}.ipynb in _downloads: {found}"
+    notebook = nbformat.read(found[0], as_version=4)
+    # The kernel's environment: no GPU, and Jupyter's own plot backend (the build's
+    # MPLBACKEND=Agg would make plt.show() warn in a notebook).
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    for name in ("MPLBACKEND", "GALLERY_PATTERN", "GALLERY_JOBS"):
+        env.pop(name, None)
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=CELL_TIMEOUT,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(workdir)}},
+    )
+    client.execute(env=env)
+    return notebook
+
+
+@pytest.fixture(scope="session", autouse=True)
+def notebook_runs(request, tmp_path_factory):
+    """{source: future of its executed notebook} for the notebook tests selected, started
+    with the first test of the session (after the build), JOBS at a time."""
+    selected = [
+        item.callspec.params["source"]
+        for item in request.session.items
+        if item.originalname == "test_notebook_runs"
+    ]
+    if not selected:
+        yield {}
+        return
+    site, _ = request.getfixturevalue("built_site")
+    pool = ThreadPoolExecutor(max_workers=JOBS)
+    yield {
+        source: pool.submit(
+            run_notebook, site, source, tmp_path_factory.mktemp(source.stem)
+        )
+        for source in selected
+    }
+    pool.shutdown(cancel_futures=True)
 
 
 # {examples folder: gallery folder}, as conf.py pairs them.

@@ -139,7 +139,9 @@ def page(browser, site_server):
     )
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base[:-1])
     log = PageLog(base)
-    context.route("**/*", log.route)
+    # Only requests to other servers go through the handler: routing the site's own
+    # requests through Python too made every page load about 10 % slower.
+    context.route(re.compile("^(?!" + re.escape(base) + ")"), log.route)
     context.set_default_timeout(15_000)
     page = context.new_page()
     page.on("console", log.console)

@@ -6,8 +6,9 @@ as a reader's fresh Jupyter would: the first cell's ``%pip install`` included (e
 is installed already, so it is quick). Two kernels run at a time: one tutorial leaves much
 of a 2-core CPU idle, and on one like CI's two tutorials side by side took 35 s where one
 after the other took 59 s (compiling_optimizer and foreach_map, PyTorch 2.14.1,
-2026-11-25). A session fixture starts the runs of the selected notebooks in the tests'
-order (``conftest.JOBS`` at a time) and each test waits for its own.
+2026-11-25). The runs of the selected notebooks start right after the build, in the
+background (``conftest.notebook_runs``, ``conftest.JOBS`` at a time), and each test waits
+for its own.
 
 The build has already executed every tutorial's code once; what a kernel run adds is the
 notebook form (the generated cells, the install cell, a fresh kernel in an empty folder),
@@ -17,13 +18,9 @@ file where none exists), and the rest are marked ``slow``: ``make test-all`` (wh
 .ci/run uses) runs them all.
 """
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import nbclient
-import nbformat
 import pytest
-from conftest import JOBS, ROOT, tutorial_sources
+from conftest import ROOT, tutorial_sources
 
 from tools import gallery
 
@@ -60,48 +57,6 @@ NOTEBOOKS = [
     pytest.param(s, id=str(s), marks=() if s in QUICK else pytest.mark.slow)
     for s in SOURCES
 ]
-# Seconds one cell may take; the slowest cells compile with torch.compile on CPU.
-CELL_TIMEOUT = 900
-
-
-def run_notebook(site, source, workdir):
-    """Execute the site's notebook of ``source`` in ``workdir``; return it, executed."""
-    found = sorted((site / "_downloads").rglob(f"{source.stem}.ipynb"))
-    assert len(found) == 1, f"expected one {source.stem}.ipynb in _downloads: {found}"
-    notebook = nbformat.read(found[0], as_version=4)
-    # The kernel's environment: no GPU, and Jupyter's own plot backend (the build's
-    # MPLBACKEND=Agg would make plt.show() warn in a notebook).
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    for name in ("MPLBACKEND", "GALLERY_PATTERN", "GALLERY_JOBS"):
-        env.pop(name, None)
-    client = nbclient.NotebookClient(
-        notebook,
-        timeout=CELL_TIMEOUT,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(workdir)}},
-    )
-    client.execute(env=env)
-    return notebook
-
-
-@pytest.fixture(scope="session")
-def notebook_runs(request, built_site, tmp_path_factory):
-    """{source: future of its executed notebook} for the notebook tests selected."""
-    site, _ = built_site
-    selected = [
-        item.callspec.params["source"]
-        for item in request.session.items
-        if item.originalname == "test_notebook_runs"
-    ]
-    pool = ThreadPoolExecutor(max_workers=JOBS)
-    runs = {
-        source: pool.submit(
-            run_notebook, site, source, tmp_path_factory.mktemp(source.stem)
-        )
-        for source in selected
-    }
-    yield runs
-    pool.shutdown(cancel_futures=True)
 
 
 @pytest.mark.parametrize("source", NOTEBOOKS)
