@@ -60,7 +60,7 @@ NOTEBOOKS = [
 
 
 @pytest.mark.parametrize("source", NOTEBOOKS)
-def test_notebook_runs(notebook_runs, source):
+def test_notebook_runs(built_site, notebook_runs, source):
     try:
         notebook = notebook_runs[source].result()
     except nbclient.exceptions.CellExecutionError as error:
