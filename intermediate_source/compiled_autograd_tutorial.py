@@ -16,8 +16,8 @@ Compiled autograd: capturing the whole backward pass
        * How to turn compiled autograd on with ``torch._dynamo.config.compiled_autograd``,
          and why the older ``compiled_autograd.enable`` no longer works
        * How to read its logs: what the captured graph contains and why it recaptures
-       * How to tell whether a training step is bound by the CPU or the GPU, and what
-         compiled autograd adds to and removes from each
+       * How to measure, with ``torch.profiler``, whether a training step is bound by the
+         CPU or the GPU, and what compiled autograd adds to and removes from each
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
@@ -66,6 +66,7 @@ import time
 import warnings
 from collections import Counter
 
+import matplotlib.pyplot as plt
 import torch
 import torch._inductor.utils
 import torch.nn as nn
@@ -73,11 +74,10 @@ import torch.nn.functional as F
 import torch.utils.benchmark as benchmark
 from tabulate import tabulate
 from torch._dynamo.utils import counters
+from torch.profiler import ProfilerActivity, profile
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cuda":
-    import triton.testing
-
     device_name = torch.cuda.get_device_name()
     # PyTorch's default float32 matmuls; Inductor's hint to enable TF32 is about speed only.
     warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
@@ -89,6 +89,11 @@ else:
     CLIP = 2e-3
 print(f"torch {torch.__version__} on {device_name}: batch {batch}, width {width}")
 
+# PyTorch 2.9 logs "ChromiumEventLogger: Start event not in stack" during the first
+# capture below: a note on its own compile-time tracing, not on this lesson.
+logging.getLogger("torch._dynamo.utils").addFilter(
+    lambda record: "ChromiumEventLogger" not in record.getMessage()
+)
 # Called fresh_inductor_cache in older releases; the old name remains an alias.
 fresh_cache = getattr(torch._inductor.utils, "fresh_cache", None) or (
     torch._inductor.utils.fresh_inductor_cache
@@ -98,40 +103,105 @@ fresh_cache = getattr(torch._inductor.utils, "fresh_cache", None) or (
 # Measurement helpers
 # -------------------
 #
-# ``measure`` returns two medians in milliseconds. On a GPU, the *step time* comes from
-# ``triton.testing.do_bench`` (CUDA events around back-to-back calls) and the *CPU issue
-# time* is the wall time of one call that is not synchronized, so it ends when the last
-# kernel has been queued, not when it has run. When the issue time is close to the step time,
-# the GPU waits for the CPU: the step is **bound by the CPU** (Python, framework overhead,
-# kernel launches) and only less CPU work makes it faster. When it is well below, the step is
-# **bound by the GPU** and only less GPU work helps. ``bound`` prints that verdict. The two
-# times come from separate runs, and each issue run starts after a synchronize, from an idle
-# GPU, so the issue time can come out above the step time; the step is CPU-bound then too.
-# On the CPU, ``torch.utils.benchmark`` times the call with every thread, and issue time and
-# step time are the same thing (a "-" in the tables).
+# ``step_and_busy`` times ``steps`` back-to-back calls of a step, five times over, and
+# returns the median time per step in milliseconds and the spread of those timings (their
+# interquartile range). On a GPU the step time comes from CUDA events around the loop, so
+# it includes any time the GPU sits idle waiting for work; the caches stay warm from one
+# call to the next, as in training (``triton.testing.do_bench`` would flush the L2 cache
+# before each call). Then ``torch.profiler`` records the same loop once more, and the
+# helper adds up the time during which at least one GPU kernel was running (overlapping
+# kernels count once): the **GPU busy time** per step. The profiler slows the CPU side,
+# which is why the step time comes from the loop without it.
+#
+# The **busy share**, busy time over step time, is the verdict. At least 85 %: the step
+# is **bound by the GPU**, and only less GPU work makes it faster. Below: the GPU idles
+# for the rest of the step, waiting for the CPU to queue the next kernel; the step is
+# **bound by the CPU** (Python, the autograd engine, guard checks, kernel launches), and
+# only less CPU work helps. A share slightly above 100 % is noise between the two loops.
+# On a CPU there is no second device: ``torch.utils.benchmark`` times the step with every
+# thread, and the busy time is ``None``.
 
 
-def measure(fn):
+def step_and_busy(step, steps=10):
+    """Median step time, GPU busy time per step (None on a CPU) and spread, in ms."""
     if device == "cpu":
         timer = benchmark.Timer(
-            "fn()", globals={"fn": fn}, num_threads=torch.get_num_threads()
+            "step()", globals={"step": step}, num_threads=torch.get_num_threads()
         )
-        return timer.blocked_autorange(min_run_time=1.0).median * 1e3, None
-    step_ms = triton.testing.do_bench(fn, return_mode="median")
-    issue = []
-    for _ in range(30):
+        m = timer.blocked_autorange(min_run_time=1.0)
+        return m.median * 1e3, None, m.iqr * 1e3
+    windows = []
+    for _ in range(5):  # CUDA events around back-to-back steps, no profiler
+        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        start.record()
+        for _ in range(steps):
+            step()
+        end.record()
+        end.synchronize()
+        windows.append(start.elapsed_time(end) / steps)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # the same loop, profiled
+        for _ in range(steps):
+            step()
         torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        issue.append(time.perf_counter() - start)
-        torch.cuda.synchronize()
-    return step_ms, statistics.median(issue) * 1e3
+    spans = sorted(
+        (e.time_range.start, e.time_range.end)
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA
+    )
+    busy, reach = 0.0, float("-inf")
+    for s, e in spans:  # the union of the kernels' intervals, in microseconds
+        if e > reach:
+            busy += e - max(s, reach)
+            reach = e
+    q1, _, q3 = statistics.quantiles(windows, n=4)
+    return statistics.median(windows), busy / steps / 1e3, q3 - q1
 
 
-def bound(step_ms, issue_ms):
-    if issue_ms is None:
-        return "-"
-    return "CPU" if issue_ms > 0.8 * step_ms else "GPU"
+# %%
+# ``read_steps`` is the page's one reading of those numbers. It prints the table, with
+# three GPU columns on a GPU (busy time, busy share, and the bound from the share), and
+# then one line for every variant that came out slower than one it is compared with,
+# saying whether the difference exceeds the spread of the timings and, on a GPU, whether
+# the extra time went into kernels (more busy time) or into waiting for the CPU (more idle
+# time). A second line gives what the variant runs per step (``notes``, from counts
+# measured below).
+
+
+def read_steps(timed, refs, rows, headers, notes):
+    """Print the table (with the GPU columns on a GPU), then a line for each step that
+    is slower than a step it is compared with, saying where the extra time went."""
+    if device == "cpu":
+        print(
+            "On a CPU there is no separate device to be busy or idle: "
+            "the GPU columns are left out."
+        )
+    else:
+        headers = headers + ["GPU busy (ms)", "busy %", "bound"]
+        for row, (step, busy, _) in zip(rows, timed.values()):
+            bound = "GPU" if busy >= 0.85 * step else "CPU"
+            row += [f"{busy:.3f}", f"{busy / step:.0%}", bound]
+    print(tabulate(rows, headers, tablefmt="github", disable_numparse=True))
+    for label, (step, busy, spread) in timed.items():
+        for ref in [ref for ref in refs.get(label, []) if timed[ref][0] < step]:
+            ref_step, ref_busy, ref_spread = timed[ref]
+            extra, noise = step - ref_step, max(spread, ref_spread)
+            why = f"{label}: {step / ref_step:.2f}x the step of {ref} "
+            why += f"({step:.3f} against {ref_step:.3f} ms)"
+            if extra <= noise:
+                why += f", within the spread of the timings ({noise:.3f} ms)"
+            elif busy is None:
+                why += f": {extra:.3f} ms more CPU time (spread {noise:.3f} ms)"
+            else:
+                idle, ref_idle = max(step - busy, 0), max(ref_step - ref_busy, 0)
+                more = (
+                    "idle, waiting for the CPU"
+                    if idle - ref_idle >= busy - ref_busy
+                    else "busy"
+                )
+                why += f"; GPU busy {ref_busy:.3f} -> {busy:.3f} ms, idle "
+                why += f"{ref_idle:.3f} -> {idle:.3f} ms: the GPU spends most "
+                why += f"of the extra time {more}; {busy / step:.0%} busy"
+            print(f"{why}\n  per step it runs {notes[label]}")
 
 
 @contextlib.contextmanager
@@ -379,7 +449,7 @@ clipped = (grads64.abs() == CLIP).double().mean().item()
 print(f"the hooks clipped {clipped:.1%} of the gradient elements (float64 run)")
 assert 0.01 < clipped < 1
 
-results = {}
+results, timed, notes = {}, {}, {}
 for label, make_step in variants.items():
     torch._dynamo.reset()
     counters.clear()
@@ -398,52 +468,64 @@ for label, make_step in variants.items():
         grads = torch.cat([p.grad.flatten() for p in model.parameters()])
         error = ((grads.double() - grads64).abs().max() / grads64.abs().max()).item()
         misses, hits, captures, _ = cold = compile_counts()
-        step_ms, issue_ms = measure(functools.partial(run, step, model, x, target))
+        warm_step = functools.partial(run, step, model, x, target)
+        for _ in range(3):  # warm-up
+            warm_step()
+        timed[label] = step_and_busy(warm_step)
         assert compile_counts() == cold, f"{label} compiled again while it was timed"
-    graphs = captures or autograd_nodes(loss)["CompiledFunctionBackward"]
-    results[label] = (first_s, hits, misses, graphs, error, step_ms, issue_ms)
+    nodes = autograd_nodes(loss)
+    graphs = captures or nodes["CompiledFunctionBackward"]
+    results[label] = (first_s, hits, misses, graphs, error)
+    who = "compiled autograd walks" if captures else "the engine runs one by one"
+    notes[label] = (
+        f"{graphs} compiled backward graph{'s' * (graphs > 1)}, in an autograd graph "
+        f"of {sum(nodes.values())} nodes (and the root) that {who}, and {n_params} hooks"
+    )
 
 # %%
 # Reading the results
 # -------------------
-
-
-def fmt(ms):
-    return "-" if ms is None else f"{ms:.3f}"
-
+#
+# One row per variant; below the table, ``read_steps`` prints a line for each compiled
+# variant that came out slower than eager or than ``torch.compile(model)``.
 
 eager_error = results["eager"][4]
 print(f"{device_name}, torch {torch.__version__}; errors relative to float64")
-print(
-    tabulate(
-        [
-            [name, f"{first:.1f}", f"{hits}/{misses}", graphs]
-            + [f"{error:.1e}", fmt(step_ms), fmt(issue_ms), bound(step_ms, issue_ms)]
-            for name, (first, hits, misses, graphs, error, step_ms, issue_ms) in (
-                results.items()
-            )
-        ],
-        headers=[
-            "variant",
-            "first call, cold (s)",
-            "FX cache hit/miss",
-            "backward graphs",
-            "grad error",
-            "warm step (ms)",
-            "CPU issue (ms)",
-            "bound",
-        ],
-        tablefmt="github",
-        disable_numparse=True,
-    )
-)
-for name, (_, hits, misses, _, error, *_) in results.items():
+headers = ["variant", "first call, cold (s)", "FX cache hit/miss", "backward graphs"]
+headers += ["grad error", "warm step (ms)"]
+refs = {
+    "torch.compile(model)": ["eager"],
+    "torch.compile + compiled autograd": ["eager", "torch.compile(model)"],
+}
+rows = [
+    [name, f"{first:.1f}", f"{hits}/{misses}", graphs, f"{error:.1e}"]
+    + [f"{timed[name][0]:.3f}"]
+    for name, (first, hits, misses, graphs, error) in results.items()
+]
+read_steps(timed, refs, rows, headers, notes)
+for name, (_, hits, misses, _, error) in results.items():
     assert error <= 4 * eager_error + 1e-5, f"{name}: gradients differ"
     if name != "eager":
         assert misses > 0 and hits == 0, f"{name}: the first call was not cold"
 assert results["torch.compile(model)"][3] == 3  # one backward graph per forward graph
 assert results["torch.compile + compiled autograd"][3] == 1  # one capture, fullgraph
 print(f"autograd nodes that compiled autograd walks per backward: {len(node_calls)}")
+
+fig, ax = plt.subplots(figsize=(7, 2.8))
+steps = [step for step, _, _ in timed.values()]
+if device == "cuda":
+    busy = [busy for _, busy, _ in timed.values()]
+    ax.barh(list(timed), busy, color="C0", label="GPU busy")
+    idle = [max(step - b, 0) for step, b in zip(steps, busy)]
+    ax.barh(list(timed), idle, left=busy, color="0.75", label="GPU idle")
+    ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+else:
+    ax.barh(list(timed), steps, color="C0")
+ax.invert_yaxis()
+ax.set_xlabel("warm step time, ms (median)")
+ax.set_title(f"Warm training step, {device_name}")
+fig.tight_layout()
+plt.show()
 
 # %%
 # How to read the table:
@@ -459,20 +541,35 @@ print(f"autograd nodes that compiled autograd walks per backward: {len(node_call
 # * **Cold first call.** The two compiled variants compile different graphs: three forward
 #   and three backward graphs, or three forward graphs and one large backward graph (the
 #   FX cache misses count them), plus, for compiled autograd, the capture itself.
-# * **Bound.** Read the warm step and the CPU issue time together. Where the step is bound
-#   by the CPU, what counts is the CPU time per step: compiled autograd removes Python hook
-#   calls, eager nodes and kernel launches, but adds its own work on every call, the walk
-#   over all the autograd nodes to find its cache entry, and the guards of the compiled
-#   backward graph. Which of the two is larger depends on the model and the machine:
-#   compare the issue times of the two compiled rows (on a CPU, their step times). Where the step is bound by the GPU,
-#   what counts is the kernels: the fused backward saves memory traffic, and the walk is
-#   hidden behind the GPU's work.
+# * **Busy share and bound** (on a GPU). Where the GPU is busy most of the step, what
+#   counts is the kernels: the fused backward saves memory traffic, and whatever the CPU
+#   does meanwhile is hidden behind the GPU's work. Where the share is low, the GPU waits
+#   for the CPU, and what counts is the CPU time per step. ``torch.compile(model)`` fuses
+#   kernels but enters each of its three forward graphs through guard checks and
+#   AOTAutograd's wrapper, and in the backward the engine calls a Python function for each
+#   ``CompiledFunctionBackward`` node, on top of the ``swish`` nodes, the hooks and the
+#   ``AccumulateGrad`` nodes that it runs as in eager. Compiled autograd removes those Python
+#   hook calls, eager nodes and launches, but adds its own work to every call: the walk over
+#   all the autograd nodes to find its cache entry, and the guards of the compiled backward.
+# * **The lines under the table.** For each compiled variant slower than eager or than
+#   ``torch.compile(model)``, ``read_steps`` says by how much, whether that exceeds the
+#   spread of the timings and, on a GPU, whether the GPU spent the extra time running
+#   kernels (busy) or waiting for the CPU (idle); the second line gives the counts behind
+#   it. Extra idle time is extra CPU time per step, in the fixed costs above.
+# * **On a CPU** the step is all CPU time, and the table holds the step times alone.
+#   Compiled code runs Inductor's generated C++ loops in place of ATen's kernels (fused,
+#   but each parallel loop wakes every thread) and still pays the fixed costs above, which
+#   weigh more the shorter the step. Threads that must meet after each loop also wait for
+#   one another when other programs share the cores, so on a busy machine the spread of the
+#   timings grows; "within the spread of the timings" means that two variants cannot be
+#   told apart there.
 #
 # Compiled autograd is built for a backward that the engine would otherwise run as many
 # small, separate pieces: the more graph breaks, hooks and eager nodes, the more one graph
-# has to offer. Whether that shows up as a faster step depends on which bound applies, so
-# look at both columns, on every machine you train on. Launch overhead itself is what CUDA
-# graphs (``mode="reduce-overhead"``) remove; that is a separate measurement.
+# has to offer. Whether that shows up as a faster step depends on where the step spends
+# its time, so measure the busy share on every machine you train on. Launch overhead
+# itself is what CUDA graphs (``mode="reduce-overhead"``) remove; that is a separate
+# measurement.
 #
 # Limitations
 # -----------
@@ -504,9 +601,9 @@ print(f"autograd nodes that compiled autograd walks per backward: {len(node_call
 # between them. Compiled autograd, turned on with ``torch._dynamo.config.compiled_autograd``
 # when the training step is wrapped, captures the whole backward as one graph, and its
 # ``compiled_autograd_verbose`` log says what it captured and why it captured again. It
-# pays for that with a walk of the autograd graph on every backward call, CPU time that the
-# issue column makes visible. Measure both the step time and the CPU issue time on your own
-# machine before choosing.
+# pays for that with a walk of the autograd graph on every backward call: CPU time, which
+# on a GPU shows as idle time when the step is bound by the CPU. Measure the step time and,
+# with ``torch.profiler``, the GPU's busy share on your own machine before choosing.
 #
 # Further reading
 # ---------------
@@ -517,7 +614,9 @@ print(f"autograd nodes that compiled autograd walks per backward: {len(node_call
 #   <https://docs.pytorch.org/docs/stable/notes/autograd.html#backward-hooks-execution>`_
 # * `torch._logging.set_logs
 #   <https://docs.pytorch.org/docs/stable/generated/torch._logging.set_logs.html>`_
-# * `triton.testing.do_bench
-#   <https://triton-lang.org/main/python-api/generated/triton.testing.do_bench.html>`_
+# * `torch.profiler
+#   <https://docs.pytorch.org/docs/stable/profiler.html>`_
 # * `torch.compiler API reference
 #   <https://docs.pytorch.org/docs/stable/torch.compiler_api.html>`_
+
+# sphinx_gallery_thumbnail_number = 1

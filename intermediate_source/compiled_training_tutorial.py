@@ -16,8 +16,8 @@ Compiling a whole training step, end to end
        * Why the learning rate must live in a tensor once the optimizer is compiled
        * How to check that compiled training computes what eager training computes,
          against a float64 reference
-       * How to tell, from two numbers per step, whether the CPU or the GPU sets the pace,
-         and which optimizations can help in each case
+       * How to measure, with ``torch.profiler``, whether the CPU or the GPU sets the
+         pace of a step, and which optimizations can help in each case
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
@@ -45,11 +45,13 @@ Compiling a whole training step, end to end
 # 4. **whole step in CUDA graphs** (GPU only): the step in one ``torch.compile`` call with
 #    ``mode="reduce-overhead"``, in float32 and under bfloat16 autocast.
 #
-# Each row of the final table holds the step time *and* the time the CPU needs to issue
-# the step. That second number is the point of the page: a GPU runs kernels only as fast
-# as the CPU queues them, and which of the two is the bottleneck decides which rungs can
-# help. Every rung also trains ten steps from the same weights, and its losses and
-# weights are compared with a float64 run.
+# On a GPU, each row of the final table holds the step time *and* the share of it in
+# which the GPU was busy running kernels, measured with ``torch.profiler``. That share is
+# the lens of the page: a GPU runs kernels only as fast as the CPU queues them, and
+# whether the GPU or the CPU sets the pace decides which rungs can help. On a CPU there
+# is no second device to be busy or idle, and the table holds the step times alone.
+# Every rung also trains ten steps from the same weights, and its losses and weights are
+# compared with a float64 run.
 #
 # Setup
 # -----
@@ -70,6 +72,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tabulate import tabulate
 from torch._dynamo.utils import counters
+from torch.profiler import ProfilerActivity, profile
 from torch.utils import benchmark
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -205,52 +208,110 @@ print("float64 losses:", " ".join(f"{v:.3f}" for v in ref_losses.tolist()))
 # Measurement helpers
 # -------------------
 #
-# ``measure`` returns two medians in milliseconds. On a GPU the **step time** comes from
-# ``triton.testing.do_bench``, CUDA events around back-to-back calls, so it includes any
-# time the GPU sits idle waiting for work. The **CPU issue time** is the wall time of one
-# call without synchronizing: it stops when the last kernel is queued, not when it has
-# run. Read them together:
+# ``step_and_busy`` times ``steps`` back-to-back calls of a step, five times over, and
+# returns the median time per step, in milliseconds, and the spread of those timings
+# (their interquartile range). On a GPU the step time comes from CUDA events around the
+# loop, so it includes any time the GPU sits idle waiting for work; the caches stay warm
+# from one call to the next, as in training (``triton.testing.do_bench`` would flush the
+# L2 cache before each call instead). Then ``torch.profiler`` records the same loop once
+# more, and the helper adds up the time during which at least one GPU kernel was running
+# (kernels that overlap count once, and kernels replayed from a CUDA graph are recorded
+# too): the **GPU busy time** per step. The profiler slows the CPU side, which is why the
+# step time comes from the loop without it.
 #
-# * issue time close to the step time: the GPU waits for the CPU, and the step is **bound
-#   by the CPU** (Python, the framework, kernel launches); only less CPU work helps;
-# * issue time well below the step time: the CPU runs ahead and the step is **bound by the
-#   GPU**; only less GPU work helps.
+# The **busy share**, busy time over step time, gives the verdict that ``read_steps``
+# prints in the ``bound`` column:
 #
-# ``bound`` prints that verdict ("CPU" when the issue time is above 80 % of the step
-# time). The two times come from separate runs, each issue run starting from an idle GPU,
-# so the issue time can come out above the step time; the step is CPU-bound then too. On a
-# CPU there is no separate device: ``torch.utils.benchmark`` times the step
-# with every thread, and the issue column shows "-". ``measure`` also asserts that
-# nothing compiles while it times.
+# * at least 85 %: the GPU works almost all the time and the step is **bound by the
+#   GPU**: only less GPU work (fusion, a cheaper precision) makes it faster;
+# * below: the GPU idles for the rest of the step, waiting for the CPU to queue the next
+#   kernel, and the step is **bound by the CPU** (Python, guard checks, kernel launches):
+#   only less CPU work per step helps.
+#
+# A share slightly above 100 % is noise between the two loops. On a CPU there is no
+# second device: ``torch.utils.benchmark`` times the step with every thread, and the
+# busy time is ``None``.
 
 
-def measure(step):
-    graphs = counters["stats"]["unique_graphs"]
-    if device == "cuda":
-        import triton.testing
-
-        step_ms = triton.testing.do_bench(step, return_mode="median")
-        issue = []
-        for _ in range(30):
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            step()
-            issue.append(time.perf_counter() - start)
-        torch.cuda.synchronize()
-        issue_ms = statistics.median(issue) * 1e3
-    else:
+def step_and_busy(step, steps=5):
+    """Median step time, GPU busy time per step (None on a CPU) and spread, in ms."""
+    if device == "cpu":
         timer = benchmark.Timer(
             "step()", globals={"step": step}, num_threads=torch.get_num_threads()
         )
-        step_ms, issue_ms = timer.blocked_autorange(min_run_time=1.0).median * 1e3, None
-    assert counters["stats"]["unique_graphs"] == graphs, "compiled while timing"
-    return step_ms, issue_ms
+        m = timer.blocked_autorange(min_run_time=1.0)
+        return m.median * 1e3, None, m.iqr * 1e3
+    windows = []
+    for _ in range(5):  # CUDA events around back-to-back steps, no profiler
+        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        start.record()
+        for _ in range(steps):
+            step()
+        end.record()
+        end.synchronize()
+        windows.append(start.elapsed_time(end) / steps)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # the same loop, profiled
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    spans = sorted(
+        (e.time_range.start, e.time_range.end)
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA
+    )
+    busy, reach = 0.0, float("-inf")
+    for s, e in spans:  # the union of the kernels' intervals, in microseconds
+        if e > reach:
+            busy += e - max(s, reach)
+            reach = e
+    q1, _, q3 = statistics.quantiles(windows, n=4)
+    return statistics.median(windows), busy / steps / 1e3, q3 - q1
 
 
-def bound(step_ms, issue_ms):
-    if issue_ms is None:
-        return "-"
-    return "CPU" if issue_ms > 0.8 * step_ms else "GPU"
+# %%
+# ``read_steps`` is the page's one reading of those numbers. It prints the table, with
+# three GPU columns on a GPU (busy time, busy share, and the bound from the share), and
+# then one line for every step that came out slower than a step it builds on, saying
+# whether the difference exceeds the spread of the timings and, on a GPU, whether the
+# extra time went into kernels (more busy time) or into waiting for the CPU (more idle
+# time).
+
+
+def read_steps(timed, refs, rows, headers):
+    """Print the table (with the GPU columns on a GPU), then a line for each step that
+    is slower than a step it is compared with, saying where the extra time went."""
+    if device == "cpu":
+        print(
+            "On a CPU there is no separate device to be busy or idle: "
+            "the GPU columns are left out."
+        )
+    else:
+        headers = headers + ["GPU busy (ms)", "busy %", "bound"]
+        for row, (step, busy, _) in zip(rows, timed.values()):
+            bound = "GPU" if busy >= 0.85 * step else "CPU"
+            row += [f"{busy:.2f}", f"{busy / step:.0%}", bound]
+    print(tabulate(rows, headers, tablefmt="github", disable_numparse=True))
+    for label, (step, busy, spread) in timed.items():
+        for ref in [ref for ref in refs.get(label, []) if timed[ref][0] < step]:
+            ref_step, ref_busy, ref_spread = timed[ref]
+            extra, noise = step - ref_step, max(spread, ref_spread)
+            why = f"{label}: {step / ref_step:.2f}x the step of {ref} "
+            why += f"({step:.2f} against {ref_step:.2f} ms)"
+            if extra <= noise:
+                why += f", within the spread of the timings ({noise:.2f} ms)"
+            elif busy is None:
+                why += f": {extra:.2f} ms more CPU time (spread {noise:.2f} ms)"
+            else:
+                idle, ref_idle = max(step - busy, 0), max(ref_step - ref_busy, 0)
+                more = (
+                    "idle, waiting for the CPU"
+                    if idle - ref_idle >= busy - ref_busy
+                    else "busy"
+                )
+                why += f"; GPU busy {ref_busy:.2f} -> {busy:.2f} ms, idle "
+                why += f"{ref_idle:.2f} -> {idle:.2f} ms: the GPU spends most "
+                why += f"of the extra time {more}; {busy / step:.0%} busy"
+            print(why)
 
 
 # %%
@@ -264,11 +325,10 @@ def bound(step_ms, issue_ms):
 # folder, so it includes a **cold** compile of whatever the rung adds; ``rung`` asserts
 # that the FX graph cache missed and never hit, and that a graph was compiled. The later
 # steps must compile nothing, although the schedule changes the learning rate at every
-# one of them. Then it scores the losses and weights against float64 and times the step.
+# one of them, nor while the step is timed. Then it scores the losses and weights
+# against float64 and times the step.
 
-rows = []
-headers = ["rung", "first step, cold (s)", "step (ms)", "CPU issue (ms)", "bound"]
-headers += ["loss error", "weight error"]
+rows, timed = [], {}
 
 
 def rung(label, step_fn, compiled=True, cudagraphs=False):
@@ -303,7 +363,6 @@ def rung(label, step_fn, compiled=True, cudagraphs=False):
     else:
         assert graphs == 0
     losses += [step(inputs[i], targets[i]).item() for i in range(1, N_CHECK)]
-    assert counters["stats"]["unique_graphs"] == graphs0 + graphs, "recompiled"
 
     loss_err = (
         ((torch.tensor(losses, dtype=torch.float64) - ref_losses).abs() / ref_losses)
@@ -312,20 +371,18 @@ def rung(label, step_fn, compiled=True, cudagraphs=False):
     )
     weights = torch.cat([p.detach().flatten() for p in model.parameters()]).double()
     weight_err = ((weights - ref_weights).norm() / ref_weights.norm()).item()
-    step_ms, issue_ms = measure(step)
+    timed[label] = step_and_busy(step)
+    step_ms, busy_ms, _ = timed[label]
+    assert counters["stats"]["unique_graphs"] == graphs0 + graphs, "recompiled"
+    first = f"{first_s:.1f}" if compiled else "-"
     rows.append(
-        [
-            label,
-            f"{first_s:.1f}" if compiled else "-",
-            f"{step_ms:.2f}",
-            "-" if issue_ms is None else f"{issue_ms:.2f}",
-            bound(step_ms, issue_ms),
-            f"{loss_err:.1e}",
-            f"{weight_err:.1e}",
-        ]
+        [label, first, f"{loss_err:.1e}", f"{weight_err:.1e}", f"{step_ms:.2f}"]
     )
+    busy = "" if busy_ms is None else f", GPU busy {busy_ms:.2f} ms"
     print(
-        f"{label}: " + ", ".join(f"{h} {v}" for h, v in zip(headers[1:5], rows[-1][1:]))
+        f"{label}: "
+        + (f"first step {first} s, " if compiled else "")
+        + f"step {step_ms:.2f} ms{busy}"
     )
     return loss_err, weight_err
 
@@ -337,9 +394,9 @@ def rung(label, step_fn, compiled=True, cudagraphs=False):
 # The loop everyone writes first, in float32 and then under bfloat16 autocast.
 # ``torch.autocast`` runs matrix multiplications and attention in bfloat16 and keeps the
 # sensitive ops (LayerNorm, softmax, cross-entropy) and the weights in float32, by
-# PyTorch's default rules. Less arithmetic for the GPU, but more kernels for the CPU to
-# issue: every autocast region adds casts. Its errors against float64 are those of
-# bfloat16 and are shown for scale only.
+# PyTorch's default rules. Cheaper arithmetic where the hardware has bfloat16 units,
+# but more kernels to launch: every autocast region adds casts. Its errors against
+# float64 are those of bfloat16 and are shown for scale only.
 
 eager_err = rung("eager", lambda x, y: train_step(model, update, opt, x, y), False)
 _ = rung(
@@ -458,47 +515,73 @@ print(f"compiled rungs within 3x of eager's error + 1e-5: {', '.join(results)}")
 #
 # One row per rung. "first step" is the cold compile of what the rung adds, plus one
 # step; a CUDA-graph rung records its graphs during the steps after it, which that
-# column leaves out. The errors are against float64, after ``N_CHECK`` steps.
+# column leaves out. The errors are against float64, after ``N_CHECK`` steps. Below the
+# table, ``read_steps`` prints a line for each rung that came out slower than the rung
+# before it or than eager in the same precision.
 
-print(f"{device_name}, torch {torch.__version__}; medians")
-print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
+refs = {
+    "eager, bf16 autocast": ["eager"],
+    "compiled model": ["eager"],
+    "+ compiled optimizer": ["compiled model", "eager"],
+    "whole step, CUDA graphs": ["+ compiled optimizer", "eager"],
+    "whole step, CUDA graphs, bf16": [
+        "whole step, CUDA graphs",
+        "eager, bf16 autocast",
+    ],
+}
+headers = ["rung", "first step, cold (s)", "loss error", "weight error", "step (ms)"]
+print(f"{device_name}, torch {torch.__version__}; medians of back-to-back steps")
+read_steps(timed, refs, rows, headers)
 
-fig, ax = plt.subplots(figsize=(7, 0.6 * len(rows) + 1.2))
-names = [r[0] for r in rows]
-ax.barh(names, [float(r[2]) for r in rows], height=0.4, label="step")
+fig, ax = plt.subplots(figsize=(7, 0.5 * len(timed) + 1.5))
+steps = [step for step, _, _ in timed.values()]
 if device == "cuda":
-    issue = [float(r[3]) for r in rows]
-    ax.barh(names, issue, height=0.2, color="C1", label="CPU issue")
+    busy = [busy for _, busy, _ in timed.values()]
+    ax.barh(list(timed), busy, color="C0", label="GPU busy")
+    idle = [max(step - b, 0) for step, b in zip(steps, busy)]
+    ax.barh(list(timed), idle, left=busy, color="0.75", label="GPU idle")
+    ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+else:
+    ax.barh(list(timed), steps, color="C0")
 ax.invert_yaxis()
-ax.set_xlabel("milliseconds (median)")
+ax.set_xlabel("step time, ms (median)")
 ax.set_title(f"Training step, {device_name}")
-ax.legend()
 fig.tight_layout()
 plt.show()
 
 # %%
-# Read each row by its last timing columns first. Where the issue time nearly equals the
-# step time, the GPU finishes each kernel before the CPU has queued the next, and the
-# step is as long as the CPU's work. On such a row, making the GPU's work smaller (fusing
-# kernels, switching to bfloat16) cannot shorten the step, and anything that adds
-# kernels (the casts of autocast) or fixed costs per call (guard checks, the wrappers
-# around a compiled graph) lengthens it. Where the issue time is well below the step
-# time, the CPU runs ahead and the GPU's work sets the pace: now fusion and bfloat16
-# count, and trimming the CPU side does not.
+# On a GPU, read each row by its busy share first. Where the share is low, the GPU
+# finishes each kernel before the CPU has queued the next, and the step is as long as
+# the CPU's work. On such a row, making the GPU's work smaller (fusing kernels,
+# switching to bfloat16) cannot shorten the step, and anything that adds kernels (the
+# casts of autocast) or fixed costs per call (guard checks, the wrappers around a
+# compiled graph) lengthens it: a line from ``read_steps`` then says that the extra time
+# is the GPU waiting for the CPU. Where the share is near 100 %, the GPU's work sets the
+# pace: now fusion and bfloat16 count, and trimming the CPU side does not.
 #
-# Each rung moves both numbers. Compiling the model fuses the pointwise work around the
-# matrix multiplications into fewer kernels (less GPU time, fewer launches), but each
-# call into a compiled graph has fixed costs of its own. Compiling the optimizer
-# replaces its Python loop over the parameters and its chain of foreach kernels with a
-# few generated kernels. CUDA graphs act on the CPU side alone: a replay issues all the
-# kernels of a graph with one launch, so the issue time shrinks to a few calls plus the
-# eager Python left between graphs (``zero_grad``, the scheduler), while the GPU runs
-# the same kernels as before, plus copies of the inputs that change (here the batch)
-# into the graphs' own buffers.
+# Each rung moves both the busy and the idle time. Compiling the model fuses the
+# pointwise work around the matrix multiplications into fewer kernels (less GPU time,
+# fewer launches), but each call into a compiled graph has fixed costs of its own.
+# Compiling the optimizer replaces its Python loop over the parameters and its chain of
+# foreach kernels with a few generated kernels. CUDA graphs act on the CPU side alone: a
+# replay issues all the kernels of a graph with one launch, so the CPU's share shrinks to
+# a few calls plus the eager Python left between graphs (``zero_grad``, the scheduler),
+# while the GPU runs the same kernels as before, plus copies of the inputs that change
+# (here the batch) into the graphs' own buffers.
+#
+# On a CPU the step time is all CPU time, and the same rungs change it in other ways.
+# Compiled code runs Inductor's generated C++ loops in place of ATen's kernels (fused, but
+# each parallel loop wakes every thread), and each call into a compiled graph still pays
+# its fixed costs. Autocast helps only a CPU with bfloat16 instructions (AVX-512 BF16 or
+# AMX); elsewhere bfloat16 matrix multiplications convert their operands to float32 on
+# the fly, and the casts come on top. Threads that must meet after each loop also wait
+# for one another when other programs share the cores, so on a busy machine the spread
+# of the timings grows, and a line that says "within the spread of the timings" means
+# that the two rungs cannot be told apart there.
 #
 # The balance depends on the machine: the same GPU behind a slower host CPU spends more
-# time issuing, and a bigger model or batch shifts the work to the GPU. So measure on
-# yours, rung by rung, and read the verdict column before choosing what to optimize.
+# time idle, and a bigger model or batch shifts the work to the GPU. So measure on
+# yours, rung by rung, and read the busy share before choosing what to optimize.
 #
 # Conclusion
 # ----------
@@ -508,9 +591,11 @@ plt.show()
 # schedule updates in place, and, on a GPU, the whole step with
 # ``mode="reduce-overhead"``, which replays it as CUDA graphs. Every rung trained from
 # the same weights, stayed within a small multiple of eager's distance from a float64
-# run, and compiled nothing after its first step. The CPU issue time beside each step
-# time tells which changes can help: less GPU work pays only while the GPU is the bound,
-# and CUDA graphs, which remove the CPU's cost per kernel, only while the CPU is.
+# run, and compiled nothing after its first step. On a GPU, the busy share that
+# ``torch.profiler`` measures beside each step time tells which changes can help: less
+# GPU work pays only while the GPU is busy most of the step, and CUDA graphs, which
+# remove the CPU's cost per kernel, only while it idles. On a CPU, where the step is all
+# CPU time, compare the rungs' step times against the spread of their timings.
 #
 # Further reading
 # ---------------
@@ -526,7 +611,7 @@ plt.show()
 #   <https://docs.pytorch.org/docs/stable/amp.html>`_
 # * `torch.optim: how to adjust the learning rate
 #   <https://docs.pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate>`_
-# * `triton.testing.do_bench
-#   <https://triton-lang.org/main/python-api/generated/triton.testing.do_bench.html>`_
+# * `torch.profiler
+#   <https://docs.pytorch.org/docs/stable/profiler.html>`_
 
 # sphinx_gallery_thumbnail_number = 1

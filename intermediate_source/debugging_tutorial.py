@@ -18,8 +18,8 @@ Debugging torch.compile end to end: graph breaks, recompiles, wrong results
          logs, and what "recompile limit reached" means
        * How to record a ``TORCH_TRACE`` of a run and turn it into a ``tlparse`` report
        * How to locate a numerical difference by switching backends, checked against float64
-       * Why a compiled step can be no faster, and the first check to make: CPU time to issue
-         the step against its device time
+       * Why a compiled step can be no faster: how busy ``torch.profiler`` finds the GPU,
+         the top operators of a profile, and a trace to open in Perfetto
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
@@ -47,8 +47,8 @@ Debugging torch.compile end to end: graph breaks, recompiles, wrong results
 #
 # Each section goes *symptom, how to see it, fix, check*: the check counts graph breaks and
 # compiled graphs before and after, so that "fixed" is asserted, not assumed. At the end we
-# time the training step before and after the fixes, and look at the same run in a
-# ``tlparse`` report that the page generates.
+# time the training step before and after the fixes, profile it, and look at the same run
+# in a ``tlparse`` report that the page generates.
 #
 # Setup
 # -----
@@ -57,26 +57,30 @@ import contextlib
 import io
 import json
 import logging
+import os
 import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
+import textwrap
 from pathlib import Path
 
+# torch.profiler's tracing library (Kineto) logs each start and stop, and on a machine
+# without a GPU an error line; level 6 keeps it quiet (set before importing torch).
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+import matplotlib.pyplot as plt
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.benchmark as benchmark
 from tabulate import tabulate
 from torch._dynamo.utils import counters
+from torch.profiler import ProfilerActivity, profile, record_function
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cuda":
-    import triton.testing
-
     batch, features, width, seq_lens = 64, 64, 512, [96, 112, 128, 104, 120]
     device_name = torch.cuda.get_device_name()
 else:
@@ -86,31 +90,48 @@ else:
 print(f"torch {torch.__version__} on {device} ({device_name})")
 
 # %%
-# Three small helpers. ``step_times`` returns the median time of one step and, on a GPU, the
-# median CPU time to *issue* it: the call is timed without waiting for the GPU, so it
-# measures Python, Dynamo's guard checks and kernel launches. On a CPU the two are the same
-# thing, so that column shows "-". ``captured_logs`` turns log artifacts on in-process (the same switches
-# as the ``TORCH_LOGS`` environment variable) and collects what they print;
-# ``show`` prints the lines we ask for, without the log prefix and without the
-# directories of file names.
+# Three small helpers. ``step_and_busy`` times ``steps`` back-to-back calls of a step, five
+# times over: the median time per step, and the spread of the five (interquartile range).
+# On a GPU the step time comes from CUDA events, without the profiler (it slows the CPU);
+# then ``torch.profiler`` records the same loop, and the time during which at least one
+# kernel ran (overlaps counted once) is the **GPU busy time** per step. Both loops keep the
+# caches warm from step to step, as training does (``triton.testing.do_bench`` flushes the
+# L2 cache before every call). On a CPU, ``torch.utils.benchmark`` times the step on all
+# threads. ``captured_logs`` turns log artifacts on in-process (the switches of
+# ``TORCH_LOGS``) and collects what they print; ``show`` prints the lines we ask for,
+# without the log prefix and the directories of file names.
 
 
-def step_times(fn, n=30):
-    """(median step time, median CPU time to issue one call) in ms; issue is None on CPU."""
-    if device == "cuda":
-        step_ms = triton.testing.do_bench(fn, return_mode="median")
-        issue = []
-        for _ in range(n):
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            fn()  # no synchronize: only the time the CPU needs to issue the work
-            issue.append(time.perf_counter() - start)
-            torch.cuda.synchronize()
-        return step_ms, statistics.median(issue) * 1e3
-    timer = benchmark.Timer(
-        "fn()", globals={"fn": fn}, num_threads=torch.get_num_threads()
-    )
-    return timer.blocked_autorange(min_run_time=1.0).median * 1e3, None
+def step_and_busy(step, steps=10):
+    """(median step time, GPU busy time per step or None on a CPU, spread), in ms."""
+    if device == "cpu":
+        timer = benchmark.Timer(
+            "step()", globals={"step": step}, num_threads=torch.get_num_threads()
+        )
+        m = timer.blocked_autorange(min_run_time=0.5)
+        return m.median * 1e3, None, m.iqr * 1e3
+    windows = []
+    for _ in range(5):  # CUDA events around back-to-back steps, no profiler
+        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        start.record()
+        for _ in range(steps):
+            step()
+        end.record()
+        end.synchronize()
+        windows.append(start.elapsed_time(end) / steps)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # the same loop, profiled
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    cuda = torch.autograd.DeviceType.CUDA
+    kernels = [e.time_range for e in prof.events() if e.device_type == cuda]
+    busy, reach = 0.0, float("-inf")
+    for s, e in sorted((k.start, k.end) for k in kernels):  # their union, in us
+        if e > reach:
+            busy += e - max(s, reach)
+            reach = e
+    q1, _, q3 = statistics.quantiles(windows, n=4)
+    return statistics.median(windows), busy / steps / 1e3, q3 - q1
 
 
 @contextlib.contextmanager
@@ -204,21 +225,19 @@ print(f"batch {batch}, sequence lengths {seq_lens}, features {features}, width {
 #
 # **How to see it: ``torch._dynamo.explain``.** It runs the function once under Dynamo with
 # a backend that only records, and reports the graphs and every break with its reason and
-# the user line where it happened. No code is generated, so it is cheap. (For this
-# page's tables we strip each reason to its first line.)
+# the user line where it happened (here, the first sentence of each reason). No code is
+# generated, so it is cheap.
 
 with captured_logs() as log:  # the default logging: warnings only
-    explanation = torch._dynamo.explain(model)(x)
-print(
-    f"graphs: {explanation.graph_count}, graph breaks: {explanation.graph_break_count}"
-)
-rows = [
-    [f"{Path(b.user_stack[-1].filename).name}:{b.user_stack[-1].lineno}"]
-    + [b.reason.splitlines()[0][:90]]
-    for b in explanation.break_reasons
-]
+    found = torch._dynamo.explain(model)(x)
+print(f"graphs: {found.graph_count}, graph breaks: {found.graph_break_count}")
+rows = []
+for b in found.break_reasons:
+    frame = b.user_stack[-1]
+    reason = b.reason.splitlines()[0].split(". ")[0]  # its first sentence
+    rows.append([f"{Path(frame.filename).name}:{frame.lineno}", reason])
 print(tabulate(rows, headers=["where", "reason"], tablefmt="github"))
-assert explanation.graph_break_count >= 2
+assert found.graph_break_count >= 2
 
 # %%
 # Two breaks, three graphs. ``.item()`` returns a Python number, and the ``if`` on it can
@@ -228,10 +247,9 @@ assert explanation.graph_break_count >= 2
 # **The same from the logs.** ``TORCH_LOGS="graph_breaks"`` (here:
 # ``torch._logging.set_logs(graph_breaks=True)``) prints each break as it happens, with a
 # structured explanation: a *type* (first line), an explanation, hints, and a link to a page
-# about that break type on the graph-break site. Those pages are the place to start when a
-# message is unclear: each describes the cause and the usual fixes. We compile with the
-# ``"eager"`` backend throughout this search: it runs Dynamo's graphs without generating
-# code, which is all we need to find breaks and recompiles.
+# about that break type on the graph-break site (its cause and the usual fixes). We compile
+# with the ``"eager"`` backend throughout this search: it runs Dynamo's graphs without
+# generating code, which is all we need to find breaks and recompiles.
 
 torch._dynamo.reset()
 counters.clear()
@@ -291,11 +309,9 @@ def forward_with_disabled_log(x):
 torch._dynamo.reset()
 counters.clear()
 torch.compile(forward_with_disabled_log, backend="eager")(x)
-print(
-    f"graph breaks with the call disabled: {sum(counters['graph_break'].values())} "
-    f"(was {breaks_before})"
-)
-assert sum(counters["graph_break"].values()) == 1
+breaks = sum(counters["graph_break"].values())
+print(f"graph breaks with the call disabled: {breaks} (was {breaks_before})")
+assert breaks == 1
 
 # %%
 # Why does it recompile?
@@ -379,28 +395,18 @@ counters.clear()
 compiled_fixed = torch.compile(fixed, backend="eager", fullgraph=True)
 with captured_logs(guards=True) as log:
     train(fixed, compiled_fixed, steps=1, dynamic_seq=True)
-for name, size in re.findall(
-    r"check_tensor\((\S+), .*?size=(\[[^\]]*\])", log.getvalue()
-):
+tensor_guard = r"check_tensor\((\S+), .*?size=(\[[^\]]*\])"
+for name, size in re.findall(tensor_guard, log.getvalue()):
     if name == "L['x']" or "drop_p" in name:
         print(f"TENSOR_MATCH on {name}: size={size}")
 graphs_first = counters["stats"]["unique_graphs"]
 train(fixed, compiled_fixed, dynamic_seq=True)
-rows = [
-    ["as written", breaks_before, graphs_before],
-    [
-        "fixed",
-        sum(counters["graph_break"].values()),
-        counters["stats"]["unique_graphs"],
-    ],
-]
-print(
-    tabulate(
-        rows, headers=["model", "graph breaks", "graphs in 12 steps"], tablefmt="github"
-    )
-)
-assert graphs_first == 1 and counters["stats"]["unique_graphs"] == graphs_first
-assert sum(counters["graph_break"].values()) == 0
+breaks = sum(counters["graph_break"].values())
+graphs = counters["stats"]["unique_graphs"]
+rows = [["as written", breaks_before, graphs_before], ["fixed", breaks, graphs]]
+headers = ["model", "graph breaks", "graphs in 12 steps"]
+print(tabulate(rows, headers=headers, tablefmt="github"))
+assert graphs_first == 1 and graphs == graphs_first and breaks == 0
 
 # %%
 # Recording a trace for tlparse
@@ -417,11 +423,10 @@ assert sum(counters["graph_break"].values()) == 0
 #     TORCH_TRACE=my_trace python train.py
 #     tlparse my_trace --latest -o tl_out --no-browser
 #
-# ``TORCH_TRACE`` is read when ``torch`` is imported, and this page has imported it long
-# ago. So we do in-process what the environment variable sets up: attach a file handler to
-# the structured trace logger (``torch._logging._internal.trace_log``, a private name; the
-# environment variable is the supported way) with the formatter the trace format needs.
-# Everything the next section compiles goes into the trace.
+# ``TORCH_TRACE`` is read when ``torch`` is imported, long before this point, so we attach
+# a file handler to the structured trace logger ourselves (``trace_log``, a private name:
+# in your own code, use the environment variable), with the formatter the trace format
+# needs. Everything the next section compiles goes into the trace.
 
 import torch._logging.structured
 from torch._logging._internal import TorchLogsFormatter, trace_log
@@ -444,20 +449,12 @@ torch._logging.structured.DUMPED_FILES.clear()
 # length three ways: eager, compiled as written, and compiled after the fixes, both with the
 # default Inductor backend. Before timing, each compiled model runs the twelve-step loop, so
 # it is measured in the state a training run leaves it in. For the model as written we
-# lower ``recompile_limit`` to 2 for this measurement: the steady state is the same one the
-# default of 8 reaches (the function with the dropout falls back to eager code for new
-# rates), reached with fewer compilations, which keeps this page's build short.
-#
-# **The first diagnostic for "not faster"** is the pair of columns on the right: the CPU
-# time to issue one step beside the step's time on the device. If the CPU needs about as
-# long to issue the work as the GPU needs to run it, the step is bound by the CPU (Python,
-# guard checks, kernel launches, or a ``.item()`` that makes the CPU wait for the GPU), and
-# faster kernels do not help: fewer graph breaks, larger batches or CUDA graphs
-# (``mode="reduce-overhead"``) do. If the issue time is well below the step time, the GPU
-# is the bottleneck and the kernels themselves are what to look at. On a CPU both are one
-# number, so the verdict column shows "-".
+# lower ``recompile_limit`` to 2: the default of 8 reaches the same steady state (the
+# function with the dropout falls back to eager code for new rates) with more compiling.
+# In that state we also record three of its steps with ``torch.profiler``, read below.
 
 x_long, y_long = make_batch(seq_lens.index(max(seq_lens)))
+timed, rows = {}, []
 
 
 def measure(label, net, step_net):
@@ -465,72 +462,144 @@ def measure(label, net, step_net):
         net.zero_grad(set_to_none=True)
         F.cross_entropy(step_net(x_long), y_long).backward()
 
-    step_ms, issue_ms = step_times(step)
-    issue, verdict = "-", "-"
-    if (
-        issue_ms is not None
-    ):  # the one-word verdict: CPU-bound if issuing takes most of it
-        issue, verdict = (
-            f"{issue_ms:8.3f}",
-            "CPU" if issue_ms > 0.8 * step_ms else "GPU",
-        )
-    breaks = sum(counters["graph_break"].values())
+    timed[label] = step_and_busy(step)
     graphs = counters["stats"]["unique_graphs"]
-    return [
-        label,
-        breaks,
-        graphs,
-        f"{step_ms:8.3f}",
-        issue,
-        verdict,
-    ]
+    rows.append([label, sum(counters["graph_break"].values()), graphs])
+    rows[-1].append(f"{timed[label][0]:8.3f}")
+    return step
 
 
+activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
 torch._dynamo.reset()
 counters.clear()
-results = [measure("eager", model, model)]
+measure("eager", model, model)
 with captured_logs() as log, torch._dynamo.config.patch(recompile_limit=2):
     compiled_model = torch.compile(model)
     train(model, compiled_model)
-    results.append(measure("compiled, as written", model, compiled_model))
+    step = measure("compiled, as written", model, compiled_model)
+    with profile(activities=activities) as prof:
+        for _ in range(3):
+            with record_function("training step"):
+                step()
+        if device == "cuda":
+            torch.cuda.synchronize()
 show(log, r"hit config.recompile_limit|last reason")
 torch._dynamo.reset()
 counters.clear()
 compiled_fixed = torch.compile(fixed, fullgraph=True)
 train(fixed, compiled_fixed, dynamic_seq=True)
 torch._dynamo.mark_dynamic(x_long, 1)
-results.append(measure("compiled, fixed", fixed, compiled_fixed))
-
-print(f"{device_name}, batch {batch}, sequence length {max(seq_lens)}, width {width}")
-print(
-    tabulate(
-        results,
-        headers=[
-            "step",
-            "graph breaks",
-            "graphs compiled",
-            "step (ms)",
-            "CPU issue (ms)",
-            "bound by",
-        ],
-        tablefmt="github",
-        disable_numparse=True,
-    )
-)
-assert results[2][1] == 0
+measure("compiled, fixed", fixed, compiled_fixed)
+assert rows[2][1] == 0
 
 # %%
-# How to read the table: "graphs compiled" counts every graph Dynamo produced during the
-# twelve warm-up steps and the timing (forward graphs; Inductor compiles a backward for each).
-# "graph breaks" is Dynamo's counter over the same steps: it counts a break each time Dynamo
-# traces through it, so a frame that is compiled again counts its breaks again. It is not
-# the number of places that break, which ``explain`` reported above.
-# The model as written compiles several pieces with eager code between them, and
-# pays for every ``.item()`` on every step; the fixed one compiles one graph, once. Whether
-# that shows up in the step time depends on which side is the bottleneck on this machine,
-# which is what the last two columns say. :ref:`compile_time` covers what the compiled
-# graphs cost to build, and :ref:`compiled_training_tutorial` compiles the optimizer step
-# too.
+# How to read the table. "graphs compiled" counts the forward graphs Dynamo produced during
+# the twelve warm-up steps and the timing (Inductor compiles a backward for each). "graph
+# breaks" counts a break each time Dynamo traces through it, so a frame compiled again
+# counts its breaks again (``explain`` above counted the places that break).
+#
+# **The first check for "not faster"**, on a GPU, is the busy share (busy time over step
+# time) and the ``bound`` column it gives. At least 85 %: the GPU is the bottleneck, and
+# only less GPU work (fusion, fewer bytes) helps. Below: the GPU idles for the rest of the
+# step, waiting for the CPU (Python, guard checks, kernel launches, an ``.item()`` that
+# waits for the GPU), and what helps is less CPU work per step: fewer graph breaks, larger
+# batches, CUDA graphs (``mode="reduce-overhead"``). A share slightly above 100 % is noise
+# between the two loops. On a CPU one device does everything: the step time is all of it.
+#
+# Under the table, one line for each row slower than eager or than the row before it,
+# printed from these numbers; a difference within the spread of the timings is noise. On a
+# GPU it splits the extra time into busy time (kernels) and idle time (the CPU falling
+# behind). On a CPU it is all CPU time, and the line gives the graph breaks and graphs:
+# each break leaves compiled code for Python and comes back, with a guard check per frame
+# and eager code between graphs (the operator table below shows what that costs). With no
+# break, what is left is the fixed cost of each compiled call, and the generated kernels,
+# whose threads slow down most when other programs share the cores.
+
+print(f"{device_name}, batch {batch}, sequence length {max(seq_lens)}, width {width}")
+headers = ["step", "graph breaks", "graphs compiled", "step (ms)"]
+if device == "cuda":
+    headers += ["GPU busy (ms)", "busy %", "bound"]
+    for row, (step_ms, busy, _) in zip(rows, timed.values()):
+        share = busy / step_ms
+        row += [f"{busy:8.3f}", f"{share:.0%}", "GPU" if share >= 0.85 else "CPU"]
+else:
+    print("On a CPU there is no separate device to be busy or idle: no GPU columns.")
+print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
+labels = list(timed)
+for i, label in enumerate(labels[1:], start=1):
+    step_ms, busy, spread = timed[label]
+    for j in sorted({0, i - 1}):  # against eager, and the row before
+        ref_ms, ref_busy, ref_spread = timed[labels[j]]
+        extra, noise = step_ms - ref_ms, max(spread, ref_spread)
+        if extra <= 0:
+            continue
+        why = f"{label}: {step_ms / ref_ms:.2f}x the step of {labels[j]} ({ref_ms:.3f} ms)"
+        if extra <= noise:
+            why += f", within the spread of the timings ({noise:.3f} ms)"
+        elif busy is None:
+            why += f": {extra:.3f} ms more CPU time; graph breaks/graphs compiled "
+            why += f"{rows[i][1]}/{rows[i][2]} against {rows[j][1]}/{rows[j][2]}"
+        else:
+            idle, ref_idle = max(step_ms - busy, 0), max(ref_ms - ref_busy, 0)
+            more = "idle" if idle - ref_idle >= busy - ref_busy else "busy"
+            why += f"; GPU busy {ref_busy:.3f} -> {busy:.3f} ms, idle {ref_idle:.3f}"
+            why += f" -> {idle:.3f} ms: the extra time is mostly GPU {more} time; "
+            why += f"{busy / step_ms:.0%} busy, bound by the {rows[i][6]}"
+        print(why)
+
+# The same step times as a chart; on a GPU, split into GPU busy and GPU idle time.
+fig, ax = plt.subplots(figsize=(7, 2.6))
+if device == "cuda":
+    busy = [t[1] for t in timed.values()]
+    ax.barh(labels, busy, color="C0", label="GPU busy")
+    idle = [max(t[0] - b, 0) for t, b in zip(timed.values(), busy)]
+    ax.barh(labels, idle, left=busy, color="0.75", label="GPU idle")
+    ax.legend()
+else:
+    ax.barh(labels, [t[0] for t in timed.values()], color="C0")
+ax.invert_yaxis()
+ax.set_xlabel("step time, ms (median)")
+ax.set_title(f"One training step, {device_name}")
+fig.tight_layout()
+plt.show()
+
+# %%
+# **The top operators.** The busy share says which side to work on; a profile says on
+# what. ``prof`` holds three steps of the model as written, recorded above;
+# ``prof.key_averages().table(sort_by=..., row_limit=6)`` prints its top operators with
+# all of the profiler's columns, and we keep three, per step, and wrap long names rather
+# than cut them. On a GPU the rows are sorted by the GPU's time in each
+# (``"self_cuda_time_total"``): kernels, and the operators that launched them. On a CPU
+# there is no device time: they are sorted by self CPU time.
+
+key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
+top = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)[:6]
+headers = ["operator", "calls", "self CPU (ms)", "self GPU (ms)"]
+table = []
+for e in top:
+    name = textwrap.fill(e.key, 58, subsequent_indent="  ", break_on_hyphens=False)
+    times = [e.self_cpu_time_total] + [e.self_device_time_total] * (device == "cuda")
+    table.append([name, f"{e.count / 3:g}", *(f"{t / 3e3:.3f}" for t in times)])
+print(f"compiled model as written, per step (3 steps profiled), sorted by {key}:")
+print(tabulate(table, headers[: len(table[0])], "github", disable_numparse=True))
+
+# %%
+# How to read the names. ``training step`` is our range around each step; its own time is
+# what no operator on its thread accounts for, such as Python. ``Torch-Compiled Region:
+# 1/0`` spans a compiled frame (with its compile id), ``TorchDynamo Cache Lookup`` is the
+# guard check, ``CompiledFunction`` and ``CompiledFunctionBackward`` are AOTAutograd's
+# wrappers, and ``## Call CompiledFxGraph <hash> ##`` runs the code Inductor generated for
+# a graph. ``aten::`` rows are PyTorch operators, eager or called from a graph (matrix
+# multiplications). On a GPU, ``triton_`` kernels are Inductor's; others are cuBLAS's or
+# eager operators'.
+#
+# **The trace.** ``prof.export_chrome_trace`` writes the same steps as a timeline into the
+# report folder below: `profiler trace of this page's run
+# <debugging_tutorial_report/profile_trace.json.gz>`__. Open it at `ui.perfetto.dev
+# <https://ui.perfetto.dev>`__ ("Open trace file") or at ``chrome://tracing`` ("Load").
+# Each ``training step`` holds the compiled regions, with Python and eager operators
+# between them. On a GPU the kernels have a row of their own: its gaps are the idle time,
+# and ``aten::_local_scalar_dense`` (the ``.item()``) is the CPU waiting for the GPU.
 #
 # Reading the tlparse report
 # --------------------------
@@ -539,30 +608,24 @@ assert results[2][1] == 0
 # folder next to this script, ``debugging_tutorial_report``; on the published site it is
 # here: `the tlparse report of this page's run <debugging_tutorial_report/index.html>`__
 # (also as a `zip archive <debugging_tutorial_report.zip>`__). When you run the notebook
-# yourself, your own report lands in the same folder next to it.
+# yourself, your own report and trace land in the same folder next to it.
 
 trace_log.removeHandler(trace_handler)
 trace_handler.close()
 report = Path("debugging_tutorial_report")
 shutil.rmtree(report, ignore_errors=True)
-exe = shutil.which("tlparse") or shutil.which(
-    "tlparse", path=Path(sys.executable).parent
-)
-cmd = [
-    exe or "tlparse",
-    str(trace_file),
-    "-o",
-    str(report),
-    "--overwrite",
-    "--no-browser",
-]
+venv_bin = Path(sys.executable).parent  # where pip put it, if PATH does not say
+exe = shutil.which("tlparse") or shutil.which("tlparse", path=venv_bin) or "tlparse"
+cmd = [exe, str(trace_file), "-o", str(report), "--overwrite", "--no-browser"]
 try:
     subprocess.run(cmd, check=True, capture_output=True, timeout=300)
 except (OSError, subprocess.SubprocessError) as error:
-    print(
-        f"No tlparse report ({type(error).__name__}): pip install tlparse to get one."
-    )
+    print(f"No tlparse report ({type(error).__name__}): pip install tlparse for one.")
 shutil.rmtree(trace_dir, ignore_errors=True)
+report.mkdir(exist_ok=True)  # the profiler's trace goes in it, with or without tlparse
+profile_trace = report / "profile_trace.json.gz"
+prof.export_chrome_trace(str(profile_trace))
+print(f"profiler trace: {profile_trace} ({profile_trace.stat().st_size / 1e3:.0f} kB)")
 
 # %%
 # The report's front page (``index.html``) starts with a *stack trie*: the Python stacks
@@ -571,34 +634,25 @@ shutil.rmtree(trace_dir, ignore_errors=True)
 # restarted its analysis, which is what a graph break inside a frame does. Below it,
 # *Failures and Restarts* lists every graph break with the same explanation as the log, and
 # each compile id links to its artifacts. ``compile_directory.json`` lists them; here are
-# the artifacts of the first few compile ids, by kind (the numbers in the file names only
-# order them).
+# the artifacts of the first few compile ids, by kind, without the numbers that order them,
+# the hash of ``inductor_output_code``, and a resume function's name before its bytecode.
 
 if (report / "compile_directory.json").is_file():
     directory = json.loads((report / "compile_directory.json").read_text())
     rows = []
     for compile_id, entry in [e for e in directory.items() if e[1]["artifacts"]][:8]:
-        kinds = sorted(
-            {
-                re.sub(r"_\d+$", "", Path(a["name"]).stem)[:40]
-                for a in entry["artifacts"]
-            }
-        )
-        rows.append(
-            [
-                compile_id,
-                len(entry["artifacts"]),
-                ", ".join(kinds[:4]) + (" ..." if len(kinds) > 4 else ""),
-            ]
-        )
+        kinds = set()
+        for artifact in entry["artifacts"]:
+            kind = re.sub(r"_\d+$", "", Path(artifact["name"]).stem)  # the number
+            kind = re.sub(r"^(inductor_output_code)_\w+$", r"\1", kind)  # the hash
+            kind = re.sub(r"^torch_dynamo_resume_in_\w+_(\w+_BYTECODE)$", r"\1", kind)
+            kinds.add(kind.lower())
+        kinds = sorted(kinds)
+        more = " ..." if len(kinds) > 4 else ""
+        rows.append([compile_id, len(entry["artifacts"]), ", ".join(kinds[:4]) + more])
     print(f"{len(directory)} compile ids in the report")
-    print(
-        tabulate(
-            rows,
-            headers=["compile id", "artifacts", "kinds (first 4)"],
-            tablefmt="github",
-        )
-    )
+    headers = ["compile id", "artifacts", "kinds (first 4)"]
+    print(tabulate(rows, headers=headers, tablefmt="github"))
 
 # %%
 # The artifacts to open first:
@@ -629,19 +683,13 @@ reference = FixedClassifier().to(device).double().eval()
 reference.load_state_dict(fixed.state_dict())
 with torch.no_grad():
     expected = reference(x.double())
-    rows, errors = [], {}
-    for backend in ["none (eager)", "eager", "aot_eager", "inductor"]:
+    errors = {"none (eager)": (fixed(x).double() - expected).abs().max().item()}
+    for backend in ["eager", "aot_eager", "inductor"]:
         torch._dynamo.reset()
-        run = (
-            fixed
-            if backend.startswith("none")
-            else torch.compile(fixed, backend=backend)
-        )
+        run = torch.compile(fixed, backend=backend)
         errors[backend] = (run(x).double() - expected).abs().max().item()
-        rows.append([backend, f"{errors[backend]:.2e}"])
-print(
-    tabulate(rows, headers=["backend", "max abs error vs float64"], tablefmt="github")
-)
+rows = [[backend, f"{err:.2e}"] for backend, err in errors.items()]
+print(tabulate(rows, ["backend", "max abs error vs float64"], "github"))
 for backend, err in errors.items():
     assert err <= 4 * errors["none (eager)"] + 1e-5, backend
 
@@ -661,17 +709,11 @@ for backend, err in errors.items():
 
 debug_root = Path(tempfile.mkdtemp(prefix="repro_"))
 torch._dynamo.reset()
-with (
-    torch.no_grad(),
-    torch._dynamo.config.patch(
-        repro_after="aot", repro_level=4, debug_dir_root=str(debug_root)
-    ),
-):
+repro = dict(repro_after="aot", repro_level=4, debug_dir_root=str(debug_root))
+with torch.no_grad(), torch._dynamo.config.patch(**repro):
     torch.compile(fixed)(x)
 written = [p.name for p in debug_root.rglob("*.py")]
-print(
-    f"accuracy check after AOTAutograd: passed; reproducer files written: {written or 'none'}"
-)
+print(f"accuracy check after AOTAutograd: passed; reproducers: {written or 'none'}")
 assert not written
 shutil.rmtree(debug_root, ignore_errors=True)
 
@@ -685,10 +727,10 @@ shutil.rmtree(debug_root, ignore_errors=True)
 # per line, and the ``guards`` log shows what a graph is checked against. Most fixes
 # replace a Python value that changes (a number read with ``.item()``, a float argument, a
 # shape) with tensor data or a declared dynamic dimension, and we asserted each fix by
-# counting breaks and graphs. A ``TORCH_TRACE`` and ``tlparse`` put the whole run in one
-# report, a backend ablation against float64 tells round-off from a bug, and the CPU issue
-# time next to the device time says whether a step can get faster from better kernels at
-# all.
+# counting breaks and graphs. How busy ``torch.profiler`` finds the GPU says whether
+# better kernels can make a step faster at all, and its operator table and trace say
+# where the time goes. A ``TORCH_TRACE`` and ``tlparse`` put the whole compilation in one
+# report, and a backend ablation against float64 tells round-off from a bug.
 #
 # Further reading
 # ---------------
@@ -698,7 +740,11 @@ shutil.rmtree(debug_root, ignore_errors=True)
 # * `torch.compile troubleshooting
 #   <https://docs.pytorch.org/docs/stable/torch.compiler_troubleshooting.html>`__
 # * `The graph-break site <https://meta-pytorch.github.io/compile-graph-break-site/>`__
-# * `tlparse <https://github.com/meta-pytorch/tlparse>`__
+# * `tlparse <https://github.com/meta-pytorch/tlparse>`__, `torch.profiler
+#   <https://docs.pytorch.org/docs/stable/profiler.html>`__, `Perfetto
+#   <https://ui.perfetto.dev>`__
 # * `Dynamic shapes <https://docs.pytorch.org/docs/stable/torch.compiler_dynamic_shapes.html>`__
 # * `torch._logging.set_logs
 #   <https://docs.pytorch.org/docs/stable/generated/torch._logging.set_logs.html>`__
+
+# sphinx_gallery_thumbnail_number = 1

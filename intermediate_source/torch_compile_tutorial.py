@@ -24,7 +24,7 @@ Introduction to ``torch.compile``
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
 
-       * PyTorch 2.9 or later, with torchvision and tabulate
+       * PyTorch 2.9 or later, with torchvision, tabulate and matplotlib
        * Basic PyTorch: tensors, ``nn.Module`` and a training loop
        * A CUDA GPU of compute capability 7.5 or newer for the timings (current CUDA wheels
          need it); runs on CPU with smaller sizes. On a CPU, Inductor needs a C++ compiler
@@ -60,15 +60,21 @@ Introduction to ``torch.compile``
 # The page runs on a CUDA GPU when there is one and on the CPU otherwise, with smaller
 # models there, and with PyTorch's default numerics on both.
 
+import collections
 import contextlib
 import copy
 import io
 import logging
 import logging.handlers
+import os
 import re
 import statistics
 import time
 
+# torch.profiler's tracing library (Kineto) prints notes on each start and stop, and on a
+# machine without a GPU an error line about it; level 6 keeps its own log quiet.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 import torchvision
@@ -76,13 +82,12 @@ from tabulate import tabulate
 from torch import nn
 from torch._dynamo.utils import counters
 from torch._inductor.utils import fresh_cache
+from torch.profiler import ProfilerActivity, profile
 from torch.utils import benchmark
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cuda":
-    import triton.testing
-
     device_name = torch.cuda.get_device_name()
     CNN_BATCH, IMAGE = 16, 224
     GPT = dict(layers=6, dim=768, heads=12, vocab=8192, seq=1024)
@@ -104,48 +109,130 @@ print(f"GPT: {GPT}, batch {GPT_BATCH}, autocast {AMP_DTYPE or 'off'}")
 # Measuring
 # ---------
 #
-# ``bench`` returns one table row. On a GPU the kernels run behind the CPU, which only
-# queues them, so it measures two things: the **step time**, the median of CUDA-event
-# timings by ``triton.testing.do_bench``, and the **CPU time to issue one call**, timed
-# without waiting for the GPU. When the issue time is close to the step time (above 80%
-# of it, ``bound`` says ``CPU``), the GPU waits for the CPU to hand it work (Python,
-# guards, kernel launches): the step is **CPU-bound**, and only fewer or cheaper launches
-# make it faster. When it is well below, the step is **GPU-bound**, and only less GPU
-# work helps. The two come from separate runs, each issue run starting from an idle GPU,
-# so the issue time can come out above the step time; the step is CPU-bound then too. On a
-# CPU the two are the same, so those columns show ``-``; the timing
-# there is ``torch.utils.benchmark.Timer`` with all of the CPU's threads, as many as
-# Inductor's C++ code uses. ``bench`` also asserts that nothing was compiled while it
-# timed: Dynamo's count of compiled frames must not change.
+# On a GPU the CPU only queues kernels, and the GPU runs them behind it. Whether a step is
+# bound by the CPU or by the GPU decides what can make it faster, so the page measures it.
+# ``step_and_busy`` times ``steps`` back-to-back calls between two CUDA events (the median
+# of five such windows is the **step time**), then runs the same loop under
+# ``torch.profiler`` and adds up the time in which at least one kernel ran: the **GPU
+# busy** time per step. Both loops leave the L2 cache warm, unlike
+# ``triton.testing.do_bench``, which flushes it before every call. With the GPU busy for
+# 85 % of the step or more, ``bound`` says ``GPU``: only less GPU work (fusion, lower
+# precision) makes the step faster. Below that it says ``CPU``: for the rest of the step
+# the GPU sat idle, waiting for the CPU (Python, guards, kernel launches), and fewer or
+# cheaper launches help. A share a little above 100 % is noise between the two loops. The
+# same GPU behind a slower or busier host can give a different answer.
+#
+# On a CPU, which both runs the Python and computes, there is no second device to be busy
+# or idle: ``torch.utils.benchmark.Timer`` times the step with all of the CPU's threads,
+# as many as Inductor's C++ code uses. ``bench`` warms a function up (compiling it if
+# needed) and asserts that nothing was compiled while it was timed.
 
 
-def bench(name, fn, eager_ms=None):
-    """[name, step ms, issue ms, bound, speedup over eager_ms] for a function fn()."""
-    fn()  # warm-up; compiles if needed
-    frames = counters["frames"]["total"]
+def step_and_busy(fn, steps):
+    """Median step time and GPU busy time per step, in ms (busy is None on a CPU)."""
     if device == "cpu":
         timer = benchmark.Timer(
             "fn()", globals={"fn": fn}, num_threads=torch.get_num_threads()
         )
-        step_ms, issue_ms = timer.blocked_autorange(min_run_time=1).median * 1e3, None
-    else:
-        step_ms = triton.testing.do_bench(fn, warmup=100, rep=500, return_mode="median")
-        issue = []
-        for _ in range(30):
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            fn()  # returns once the work is queued
-            issue.append(time.perf_counter() - start)
+        return timer.blocked_autorange(min_run_time=1).median * 1e3, None
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(10)]
+    for start, end in zip(events[::2], events[1::2]):  # 5 windows, no profiler
+        start.record()
+        for _ in range(steps):  # back-to-back calls
+            fn()
+        end.record()
+    torch.cuda.synchronize()
+    windows = [a.elapsed_time(b) / steps for a, b in zip(events[::2], events[1::2])]
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # the same loop
+        for _ in range(steps):
+            fn()
         torch.cuda.synchronize()
-        issue_ms = statistics.median(issue) * 1e3
+    kernels = [e.time_range for e in prof.events() if e.device_type.name == "CUDA"]
+    assert kernels, "the profiler recorded no GPU work"
+    busy, reach = 0.0, float("-inf")  # the union of the kernels' intervals, in us
+    for span in sorted(kernels, key=lambda span: span.start):
+        busy += max(0.0, span.end - max(span.start, reach))
+        reach = max(reach, span.end)
+    return statistics.median(windows), busy / steps / 1e3
+
+
+def bench(name, fn, steps):
+    """[name, step ms, GPU busy ms or None, fn] for a function fn()."""
+    for _ in range(3):  # warm-up; compiles if needed (and records CUDA graphs)
+        fn()
+    frames = counters["frames"]["total"]
+    row = [name, *step_and_busy(fn, steps), fn]
     assert counters["frames"]["total"] == frames, f"{name}: compiled while timed"
-    bound = "-" if issue_ms is None else "CPU" if issue_ms > 0.8 * step_ms else "GPU"
-    return [name, step_ms, issue_ms or "-", bound, (eager_ms or step_ms) / step_ms]
+    return row
 
 
-def show(rows):
-    headers = ["", "step ms", "CPU issue ms", "bound", "speedup"]
-    print(tabulate(rows, headers, tablefmt="github", floatfmt=".2f"))
+if device == "cpu":
+    print("On a CPU there is no separate device to be busy or idle: no GPU columns.")
+
+# %%
+# ``show`` prints a table of such rows, with the speedup over the first row. For each row
+# whose step came out longer than the row before it, it then prints where the extra time
+# went, in ms per step. On a GPU: the change in busy and in idle GPU time; more busy time
+# means slower kernels, more idle time a slower CPU side (Python, guards, launches). On a
+# CPU it profiles three calls of both rows and splits the change in self CPU time three
+# ways: the operator, among those that both rows ran, that changed most (convolutions and
+# matrix products keep their ATen names in compiled code too, since Inductor leaves them
+# to oneDNN or MKL), the other operators that both ran, and the rest: eager's other
+# operators against Inductor's generated code (``compiled code``) and its guard checks.
+# If those three calls show no slowdown, the line says so: the difference was noise. Then
+# ``show`` draws the step times, each bar split into busy and idle time on a GPU.
+
+
+def show(rows, title):
+    names, steps, busy, _ = (list(column) for column in zip(*rows))
+    table = []
+    for name, step, gpu in zip(names, steps, busy):
+        cells = [name, step]
+        if gpu is not None:  # GPU busy, busy % and the bound read from them
+            cells += [gpu, 100 * gpu / step, "GPU" if gpu >= 0.85 * step else "CPU"]
+        table.append(cells + [steps[0] / step])
+    columns = [] if device == "cpu" else ["GPU busy (ms)", "busy %", "bound"]
+    headers = ["", "step (ms)", *columns, "speedup"]
+    print(tabulate(table, headers, tablefmt="github", floatfmt=".2f"))
+    for before, row in zip(rows, rows[1:]):  # each row slower than the one before
+        if row[1] <= before[1]:
+            continue
+        if device == "cuda":  # the change in GPU busy and idle time per step
+            idle = row[1] - row[2] - (before[1] - before[2])
+            deltas = {"GPU busy": row[2] - before[2], "GPU idle": idle}
+        else:  # the change in self CPU time per call, from a profile of 3 calls of each
+            ops = [collections.Counter(), collections.Counter()]
+            for side, fn in zip(ops, (before[3], row[3])):
+                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                    for _ in range(3):
+                        fn()
+                for op in prof.key_averages():
+                    key = "compiled code" if "CompiledFxGraph" in op.key else op.key
+                    side[key] += op.self_cpu_time_total / 3e3
+            change = {k: ops[1][k] - ops[0][k] for k in ops[0].keys() & ops[1].keys()}
+            top = max(change, key=lambda k: abs(change[k]))  # of the operators both ran
+            both = sum(change.values())
+            rest = sum(ops[1].values()) - sum(ops[0].values()) - both
+            deltas = {f"CPU in {top}": change[top]}
+            deltas["in the other operators both ran"] = both - change[top]
+            deltas["in the rest"] = rest
+        changes = ", ".join(f"{k} {v:+.2f}" for k, v in deltas.items())
+        print(f"{row[0]}: {row[1] / before[1]:.2f}x the step of {before[0]}")
+        if sum(deltas.values()) <= 0:  # the profile disagrees with the timer
+            print("  the profile shows no slowdown: the difference is run-to-run noise")
+        print(f"  change in ms per step: {changes}")
+    fig, ax = plt.subplots(figsize=(7, 1 + 0.45 * len(rows)))
+    if device == "cuda":
+        ax.barh(names, busy, color="C0", label="GPU busy")
+        idle = [max(0.0, step - gpu) for step, gpu in zip(steps, busy)]
+        ax.barh(names, idle, left=busy, color="0.75", label="GPU idle")
+        ax.legend(loc="lower right")
+    else:
+        ax.barh(names, steps, color="C0")
+    ax.invert_yaxis()
+    ax.set(xlabel="ms per step (median)", title=f"{title}, {device_name}")
+    ax.set_xlim(0, 1.4 * max(steps + [gpu or 0.0 for gpu in busy]))  # legend room
+    plt.show()
 
 
 # %%
@@ -186,8 +273,9 @@ def gelu_tanh(x):
 compiled_gelu = torch.compile(gelu_tanh)
 x = torch.randn(4096, 1024, device=device)
 check("gelu_tanh", gelu_tanh(x), compiled_gelu(x), gelu_tanh(x.double()))
-eager_row = bench("eager", lambda: gelu_tanh(x))
-show([eager_row, bench("compiled", lambda: compiled_gelu(x), eager_row[1])])
+rows = [bench("eager", lambda: gelu_tanh(x), steps=100)]
+rows.append(bench("compiled", lambda: compiled_gelu(x), steps=100))
+show(rows, "gelu_tanh")
 
 # %%
 # The first call of ``compiled_gelu`` compiled it; ``bench`` times later calls only.
@@ -304,27 +392,31 @@ for mode in ["default", "reduce-overhead", "max-autotune"]:
     print(f"{mode:16s} {torch._inductor.list_mode_options(mode)}")
 
 # %%
-# The table times a forward pass of ResNet-18, eager and compiled. Read the ``bound``
-# column first: it says whether the GPU sat waiting for the CPU, and so which of fusion
-# (less GPU work) or CUDA graphs (less CPU work) can help. The same GPU behind a slower
-# or busier host gives a different answer.
+# The table times a forward pass of ResNet-18, eager and compiled. On a GPU, the
+# ``bound`` column says whether the GPU sat waiting for the CPU, and so which of fusion
+# (less GPU work) or CUDA graphs (less CPU work) can help; the chart shows the same split
+# as busy and idle time.
 
-rows = [bench("eager", lambda: infer(cnn))]
-rows.append(bench("compiled, default", lambda: infer(compiled_cnn), rows[0][1]))
+rows = [bench("eager", lambda: infer(cnn), steps=10)]
+rows.append(bench("compiled, default", lambda: infer(compiled_cnn), steps=10))
 if device == "cuda":
     cudagraph_cnn = torch.compile(cnn, mode="reduce-overhead")
-    rows.append(bench("reduce-overhead", lambda: infer(cudagraph_cnn), rows[0][1]))
+    rows.append(bench("reduce-overhead", lambda: infer(cudagraph_cnn), steps=10))
 else:
     print("reduce-overhead: not run, a CPU has no CUDA graphs")
-show(rows)
+show(rows, f"ResNet-18 inference, batch {CNN_BATCH}")
 
 # %%
 # The convolutions run in cuDNN or oneDNN in both versions (Inductor may hand them
 # another memory layout). What compiling changes is the work around them: batch norms,
 # ReLUs and residual additions fused into fewer kernels, which is less memory traffic
 # for the GPU and fewer launches for the CPU. Every compiled call also spends a few
-# microseconds of CPU time checking its guards. Measure with the sizes, precision and
-# hardware you will run with.
+# microseconds of CPU time checking its guards. How much of the step lies outside the
+# convolutions, where compiling does most of its work, depends on the machine. A row that
+# came out slower gets a line under the table; on a CPU it tells whether the time moved
+# in oneDNN's convolutions or in the compiled code. On a CPU, a few percent is within what
+# two runs of the same code differ by, more so on a busy machine. Measure with the sizes,
+# precision and hardware you will run with.
 #
 # Training a small GPT
 # --------------------
@@ -415,16 +507,17 @@ def make_step(net):
     return step
 
 
-rows = [bench("eager model, fused AdamW", make_step(eager_gpt))]
-rows.append(bench("compiled model, fused AdamW", make_step(compiled_gpt), rows[0][1]))
-show(rows)
+rows = [bench("eager model", make_step(eager_gpt), steps=5)]
+rows.append(bench("compiled model", make_step(compiled_gpt), steps=5))
+show(rows, "GPT training step, fused AdamW")
 
 # %%
 # Training gives fusion more to work on than inference: every elementwise operation in
 # the forward (layer norms, GELU, residual additions, the casts of autocast) has a
 # matching one in the backward, and AOTAutograd may recompute cheap activations in the
 # backward instead of storing and reading them back. The matrix products and the
-# attention run in the same vendor kernels in both rows.
+# attention run in the same vendor kernels in both rows, and a line under the table,
+# printed only if the compiled step came out slower, shows where its time went.
 #
 # Dynamic shapes and recompiles
 # -----------------------------
@@ -577,15 +670,17 @@ print(f"fullgraph=True: {counters['stats']['unique_graphs']} graph, no break")
 # ``torch.compile`` turns a function or a module into compiled code with one line, and a
 # float64 reference tells whether it still computes the same thing. Whether it pays off
 # depends on what bounds a step: fusion shrinks GPU work, CUDA graphs
-# (``mode="reduce-overhead"``) shrink CPU launch work, and the CPU issue time beside the
-# step time says which one a step needs. Compile time is paid once per process and set of
-# shapes, and a warm cache skips its code generation. New shapes cause recompiles and unsupported
-# Python causes graph breaks; both are visible in the logs and with
-# ``torch._dynamo.explain``.
+# (``mode="reduce-overhead"``) shrink CPU launch work, and the GPU's busy share, measured
+# with ``torch.profiler``, says which one a step needs. Compile time is paid once per
+# process and set of shapes, and a warm cache skips its code generation. New shapes cause
+# recompiles and unsupported Python causes graph breaks; both are visible in the logs and
+# with ``torch._dynamo.explain``.
 #
 # Further reading
 # ---------------
 #
+# * :ref:`dynamic_shapes_tutorial` goes further into dynamic shapes: what a graph is
+#   specialized on, how to choose what is dynamic, and how to serve variable lengths.
 # * :ref:`compile_time`: where compile time goes, caches and regional compilation
 # * :ref:`debugging_tutorial`: graph breaks, recompiles and ``tlparse`` in depth
 # * :ref:`compiled_training_tutorial`: compiling the whole training step, optimizer
@@ -597,3 +692,5 @@ print(f"fullgraph=True: {counters['stats']['unique_graphs']} graph, no break")
 #   <https://docs.pytorch.org/docs/stable/compile/programming_model.html>`__
 # * `CUDA graph trees, behind mode="reduce-overhead"
 #   <https://docs.pytorch.org/docs/stable/torch.compiler_cudagraph_trees.html>`__
+
+# sphinx_gallery_thumbnail_number = 2

@@ -16,14 +16,15 @@ Cutting compile time: caches, portable cache artifacts, regional compilation
        * What Inductor's on-disk caches save on a second compilation, proved with their hit
          and miss counters
        * How to carry a compile cache to a fresh process with
-         ``torch.compiler.save_cache_artifacts`` and ``load_cache_artifacts``
+         ``torch.compiler.save_cache_artifacts`` and ``load_cache_artifacts``, and when that
+         process can do without Inductor's compile workers
        * How compiling the repeated block instead of the whole model (regional compilation)
          changes the cold compile time and the time per call
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
 
-       * PyTorch 2.9 or later
+       * PyTorch 2.9 or later, with tabulate and matplotlib
        * A CUDA GPU of compute capability 7.5 or newer for the timings (current CUDA wheels
          need it); runs on CPU with smaller sizes
        * On CPU, Inductor needs a C++ compiler and the Python headers
@@ -36,20 +37,18 @@ Cutting compile time: caches, portable cache artifacts, regional compilation
 # The first call of a ``torch.compile``-d model traces the Python code, transforms the graph,
 # generates kernels and compiles them; later calls reuse that work. This recipe measures
 # where that first call's time goes, then three ways to spend less of it: the on-disk caches
-# that a second compilation reads, cache artifacts that carry those caches to a fresh
-# process, and compiling only the block that the model repeats.
-#
-# A figure called *cold* is measured from an empty cache that the page makes itself, and the
-# page asserts that the compilation missed the cache and compiled at least one graph. The
-# site that built this page keeps a warm cache on purpose, so nothing else would be cold.
+# that a second compilation reads, cache artifacts that carry them to a fresh process, and
+# compiling only the block that the model repeats. A figure called *cold* is measured from
+# an empty cache that the page makes itself, and the page asserts that it missed the cache
+# and compiled at least one graph (the site's build keeps a warm cache on purpose).
 #
 # Setup
 # -----
 #
 # The model is a stack of identical pre-norm transformer blocks. ``Block`` is defined here
-# rather than taken from ``torch.nn``, as a real model's blocks are; the regional section
-# explains why that matters. The code is kept in a string because a fresh Python process,
-# started later, must build exactly the same model.
+# rather than taken from ``torch.nn``, as a real model's blocks are (the regional section
+# says why that matters), and kept in a string, so that a fresh Python process started
+# later builds exactly the same model.
 
 import contextlib
 import json
@@ -63,37 +62,38 @@ import warnings
 from pathlib import Path
 from statistics import median
 
+# torch.profiler's tracing library (Kineto) prints notes on each start and stop, and on a
+# machine without a GPU an error line about it; level 6 keeps its own log quiet.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+import matplotlib.pyplot as plt
 import torch
 import torch.utils.benchmark as benchmark
 from tabulate import tabulate
 from torch._dynamo.utils import counters
+from torch._inductor.utils import fresh_cache
+from torch.profiler import ProfilerActivity, profile
 
 MODEL_CODE = """
 import torch
 from torch import nn
-
 
 class Block(nn.Module):
     def __init__(self, width, heads):
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
         self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
-        self.mlp = nn.Sequential(
-            nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width)
-        )
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
 
     def forward(self, x):
         h = self.norm1(x)
         x = x + self.attn(h, h, h, need_weights=False)[0]
         return x + self.mlp(self.norm2(x))
 
-
 def make_model(width, heads, layers, device):
     torch.manual_seed(0)
     return nn.Sequential(*[Block(width, heads) for _ in range(layers)]).to(device)
 """
-namespace = {}
-exec(MODEL_CODE, namespace)
+exec(MODEL_CODE, namespace := {})
 make_model = namespace["make_model"]
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -105,34 +105,33 @@ if device == "cuda":
     WIDTH, HEADS, LAYERS, BATCH, SEQ = 1024, 16, 8, 8, 512
 else:
     device_name = f"CPU, {torch.get_num_threads()} threads"
-    WIDTH, HEADS, LAYERS, BATCH, SEQ = 32, 4, 3, 4, 32
-    print("No CUDA GPU found: running on the CPU with a smaller model.")
+    WIDTH, HEADS, LAYERS, BATCH, SEQ = 32, 4, 3, 4, 32  # no CUDA GPU: a smaller model
 print(f"torch {torch.__version__} on {device} ({device_name})")
 print(f"{LAYERS} blocks, width {WIDTH}, {HEADS} heads; input {BATCH} x {SEQ}")
+if device == "cpu":
+    print("On a CPU there is no separate device to be busy or idle: no GPU columns.")
 
 model = make_model(WIDTH, HEADS, LAYERS, device)
 x = torch.randn(BATCH, SEQ, WIDTH, device=device)
+sync = torch.cuda.synchronize if device == "cuda" else lambda: None
 
 # %%
 # Helpers
 # -------
 #
 # ``fresh_cache()`` points Inductor's and Triton's caches at a new temporary folder for the
-# length of a ``with`` block (older releases call it ``fresh_inductor_cache``), and
-# ``torch._dynamo.reset()`` drops what Dynamo compiled in this process. ``compile_stats``
-# reads the counters that Dynamo, AOTAutograd and Inductor keep in
-# ``torch._dynamo.utils.counters``: FX graph cache and AOTAutograd cache hits and misses, and
-# the number of graphs Dynamo compiled. ``assert_cold`` states what *cold* means.
+# length of a ``with`` block, and ``torch._dynamo.reset()`` drops what Dynamo compiled in
+# this process. ``compile_stats`` reads Dynamo's, AOTAutograd's and Inductor's counters
+# (cache hits and misses, graphs compiled); ``assert_cold`` states what *cold* means.
 #
-# ``step_ms`` times a call in steady state. On a GPU, ``triton.testing.do_bench`` gives the
-# median device time from CUDA events, and the time for the CPU to *issue* one call is
-# measured beside it (clock read around the call without synchronizing): issue time close
-# to step time means the step is bound by the CPU (Python, kernel launches), well below
-# means bound by the GPU. On a CPU, ``torch.utils.benchmark.Timer`` runs with the threads
-# that Inductor's kernels use; there the issue time is the step time (``-`` in the tables).
-
-fresh_cache = getattr(torch._inductor.utils, "fresh_cache", None)
-fresh_cache = fresh_cache or torch._inductor.utils.fresh_inductor_cache
+# ``step_and_busy`` times a call in steady state. On a GPU it times ``steps`` back-to-back
+# calls between two CUDA events (the median of five windows is the step time), then runs
+# the same loop under ``torch.profiler`` and adds up the time in which at least one kernel
+# ran: the GPU busy time. Busy for 85 % of the step or more, the step is bound by the GPU;
+# below, the GPU idles for the rest, waiting for the CPU (Python, guards, launches). Both
+# loops leave the L2 cache warm, unlike ``triton.testing.do_bench``, which flushes it
+# before each call; a share a little above 100 % is noise between the two loops. On a CPU,
+# ``torch.utils.benchmark.Timer`` times the call with the threads Inductor's kernels use.
 
 
 def compile_stats():
@@ -151,45 +150,50 @@ def assert_cold(stats):
 
 
 @torch.no_grad()  # the page compiles and times inference
-def first_call(fn):
-    """Seconds for one call, the device work included."""
-    if device == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn(x)
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
-@torch.no_grad()
-def step_ms(fn):
-    """(median step time, median issue time or None) in milliseconds."""
+def step_and_busy(fn, steps):
+    """[median step ms], and on a GPU also busy ms per step, busy % and the bound."""
     fn(x)  # compiles, if it has to, before anything is timed
     if device == "cpu":
-        timer = benchmark.Timer(
-            "fn(x)", globals={"fn": fn, "x": x}, num_threads=torch.get_num_threads()
-        )
-        return timer.blocked_autorange(min_run_time=1.0).median * 1e3, None
-    from triton.testing import do_bench
-
-    step = do_bench(lambda: fn(x), return_mode="median")
-    issue = []
-    for _ in range(30):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn(x)
-        issue.append((time.perf_counter() - start) * 1e3)
-        torch.cuda.synchronize()
-    return step, median(issue)
-
-
-def bound_by(step, issue):
-    return "-" if issue is None else ("CPU" if issue > 0.8 * step else "GPU")
+        threads = torch.get_num_threads()  # as many as Inductor's C++ kernels use
+        timer = benchmark.Timer("f(x)", globals={"f": fn, "x": x}, num_threads=threads)
+        return [timer.blocked_autorange(min_run_time=0.5).median * 1e3]
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(10)]
+    for start, end in zip(events[::2], events[1::2]):  # 5 windows, no profiler
+        start.record()
+        for _ in range(steps):  # back-to-back calls
+            fn(x)
+        end.record()
+    sync()
+    windows = [a.elapsed_time(b) / steps for a, b in zip(events[::2], events[1::2])]
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # the same loop
+        for _ in range(steps):
+            fn(x)
+        sync()
+    kernels = [e.time_range for e in prof.events() if e.device_type.name == "CUDA"]
+    assert kernels, "the profiler recorded no GPU work"
+    busy, reach = 0.0, float("-inf")  # the union of the kernels' intervals, in us
+    for span in sorted(kernels, key=lambda span: span.start):
+        busy += max(0.0, span.end - max(span.start, reach))
+        reach = max(reach, span.end)
+    step, busy = median(windows), busy / steps / 1e3
+    return [step, busy, 100 * busy / step, "GPU" if busy >= 0.85 * step else "CPU"]
 
 
 def table(rows, headers, floatfmt=".2f"):
     print(tabulate(rows, headers=headers, tablefmt="github", floatfmt=floatfmt))
+
+
+def bars(title, names, parts, unit):
+    """One horizontal bar per name, split into parts: {label: a value per name}."""
+    fig, ax = plt.subplots(figsize=(7, 1 + 0.45 * len(names)))
+    left = [0.0] * len(names)
+    for label, values in parts.items():
+        ax.barh(names, values, left=left, label=label)
+        left = [a + b for a, b in zip(left, values)]
+    ax.invert_yaxis()
+    ax.set(title=title, xlabel=unit, xlim=(0, 1.4 * max(left)))  # room for the legend
+    ax.legend(loc="lower right")
+    plt.show()
 
 
 # %%
@@ -197,38 +201,34 @@ def table(rows, headers, floatfmt=".2f"):
 # -------------------------------
 #
 # The page enters ``fresh_cache()`` here and leaves it at the end, so the rest of the page
-# works in one cache folder of its own that starts empty. The model is compiled twice. The
-# first compilation finds the cache empty. Then ``torch._dynamo.reset()`` throws away
-# everything compiled in memory, and the second compilation starts again from Dynamo, but
-# finds the AOTAutograd and FX graph entries that the first one wrote.
+# works in one cache folder of its own that starts empty. The model is compiled twice: the
+# first compilation finds the cache empty; then ``torch._dynamo.reset()`` throws away
+# everything compiled in memory, and the second starts again from Dynamo but finds the
+# AOTAutograd and FX graph entries that the first one wrote.
 #
-# Dynamo, AOTAutograd and Inductor time each stage of a compilation, and
-# ``torch._dynamo.utils.compile_times`` returns the seconds per stage since the last reset.
-# The stages nest: ``_compile.compile_inner`` is all of it, ``OutputGraph.call_user_compiler``
-# the backend call inside it, and ``compile_fx_inner`` Inductor inside that. Subtracting each
-# from the one around it gives Dynamo's share (tracing the bytecode, building the *guards*
-# that decide when compiled code may be reused), AOTAutograd's (functionalization and
-# decomposition into ATen operations) and Inductor's (lowering, fusion, code generation and
-# kernel compilation).
-#
-# A tiny function is compiled first: the first compilation in a process also pays once for
-# importing Inductor and starting its compile workers, which have nothing to do with the
-# model.
+# ``torch._dynamo.utils.compile_times`` returns the seconds spent in each timed stage since
+# the last reset. The stages nest: ``_compile.compile_inner`` is all of it,
+# ``OutputGraph.call_user_compiler`` the backend call inside it, and ``compile_fx_inner``
+# Inductor inside that. Subtracting each from the one around it gives Dynamo's share
+# (tracing the bytecode, building the *guards* that decide when compiled code may be
+# reused), AOTAutograd's (functionalization, decomposition into ATen operations) and
+# Inductor's (lowering, fusion, code generation and kernel compilation). A tiny function
+# is compiled first, to pay once for importing Inductor and starting its compile workers.
 
-STAGES = [
-    "_compile.compile_inner",
-    "OutputGraph.call_user_compiler",
-    "compile_fx_inner",
-]
+STAGES = "_compile.compile_inner", "OutputGraph.call_user_compiler", "compile_fx_inner"
 
 
+@torch.no_grad()
 def compile_and_call(fn):
+    """Seconds per stage and for the whole first call (device work included); counters."""
     torch._dynamo.reset()
     counters.clear()
-    seconds = first_call(fn)
-    names, values = torch._dynamo.utils.compile_times(repr="csv", aggregate=True)
-    timed = dict(zip(names, map(float, values)))
-    total, backend, inductor = (timed.get(name, 0.0) for name in STAGES)
+    start = time.perf_counter()
+    fn(x)
+    sync()
+    seconds = time.perf_counter() - start
+    timed = dict(zip(*torch._dynamo.utils.compile_times(repr="csv", aggregate=True)))
+    total, backend, inductor = (float(timed.get(name, 0)) for name in STAGES)
     phases = [total - backend, backend - inductor, inductor, total, seconds]
     return phases, compile_stats()
 
@@ -263,96 +263,93 @@ table([["cold", *cold_stats.values()], ["warm", *warm_stats.values()]], cold_sta
 # this process created or read while compiling; ``torch.compiler.load_cache_artifacts(bytes)``,
 # called before compiling, writes them into the cache folder of the process that calls it.
 # The bytes help only a machine with the same PyTorch and Triton versions and, for a GPU,
-# the same GPU model.
+# the same GPU model. (``TORCHINDUCTOR_CACHE_DIR`` on a persistent volume keeps the caches
+# between runs without any code; the artifacts are the portable form of the same entries.)
 #
-# The page writes a small script that builds the model from ``MODEL_CODE`` and times its
-# first compiled call, and runs it twice, each time in a new process with a new, empty cache
-# folder: first compiling from nothing and saving the artifacts, then loading them first.
+# A small script builds the model from ``MODEL_CODE`` and times its first compiled call. It
+# runs in three new processes, each with a new, empty cache folder: one compiles and saves
+# the artifacts; two load them first, with Inductor's default compile workers and with
+# ``TORCHINDUCTOR_COMPILE_THREADS=1`` (explained below the table).
 
 SCRIPT = """
-import json, sys
+import json, sys, time
 from torch._dynamo.utils import counters
-
-imported = time.perf_counter() - STARTED  # MODEL_CODE imported torch
-
-mode, path, device = sys.argv[1:4]
-width, heads, layers, batch, seq = map(int, sys.argv[4:])
-start = time.perf_counter()
+mode, path, device, *sizes = sys.argv[1:]
+width, heads, layers, batch, seq = map(int, sizes)
 if mode == "load":
     torch.compiler.load_cache_artifacts(open(path, "rb").read())
-loading = time.perf_counter() - start
 model = torch.compile(make_model(width, heads, layers, device), fullgraph=True)
 x = torch.randn(batch, seq, width, device=device)
 start = time.perf_counter()
 with torch.no_grad():
     model(x).sum().item()  # .item() waits for the device
 seconds = time.perf_counter() - start
-start = time.perf_counter()
 if mode == "save":
     open(path, "wb").write(torch.compiler.save_cache_artifacts()[0])
-artifacts = loading + time.perf_counter() - start  # the save or the load
-fx = counters["inductor"]
-hits, misses = fx["fxgraph_cache_hit"], fx["fxgraph_cache_miss"]
-print("RESULT", json.dumps([imported, artifacts, seconds, hits, misses, time.time()]))
+fx = [counters["inductor"][f"fxgraph_cache_{k}"] for k in ("hit", "miss")]
+threads = torch._inductor.config.compile_threads
+print("RESULT", json.dumps([threads, seconds, *fx, time.time()]))
 """
 work_dir = Path(tempfile.mkdtemp(prefix="compile_time_"))
-HEAD = "import time\nSTARTED = time.perf_counter()\n"
-(work_dir / "first_call.py").write_text(HEAD + MODEL_CODE + SCRIPT)
+(work_dir / "first_call.py").write_text(MODEL_CODE + SCRIPT)
 
 
-def fresh_process(mode):
-    cache = tempfile.mkdtemp(dir=work_dir)
-    env = dict(
-        os.environ, TORCHINDUCTOR_CACHE_DIR=cache, TRITON_CACHE_DIR=cache + "/triton"
-    )
+def fresh_process(label, mode, **more):
+    tmp = tempfile.mkdtemp(dir=work_dir)  # a new, empty cache for Inductor and Triton
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=tmp, TRITON_CACHE_DIR=tmp, **more)
     args = [mode, "artifacts.bin", device, WIDTH, HEADS, LAYERS, BATCH, SEQ]
-    command = [sys.executable, "first_call.py", *map(str, args)]
+    cmd = [sys.executable, "first_call.py", *map(str, args)]
     start = time.perf_counter()
-    done = subprocess.run(
-        command, cwd=work_dir, env=env, capture_output=True, text=True
-    )
+    done = subprocess.run(cmd, cwd=work_dir, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     whole, ended = time.perf_counter() - start, time.time()
-    result = json.loads(done.stdout.split("RESULT ")[-1])
-    exiting = ended - result.pop()  # from the script's last line to the process's end
-    return [mode, *result[:3], exiting, whole, *result[3:]]
+    threads, seconds, hits, misses, last = json.loads(done.stdout.split("RESULT ")[-1])
+    # "exit" runs from the script's last line to the end of its process
+    return [label, threads, seconds, ended - last, whole, hits, misses]
 
 
-saved, loaded = fresh_process("save"), fresh_process("load")
-assert saved[6] == 0 and saved[7] > 0, saved  # the first process compiled cold
-assert loaded[6] > 0, loaded  # the second one found the loaded entries
-print(f"artifacts: {(work_dir / 'artifacts.bin').stat().st_size / 1e3:.0f} kB")
-headers = ["fresh process", "imports (s)", "save or load (s)", "first call (s)"]
-headers += ["exit (s)", "whole process (s)", "fx hits", "fx misses"]
-table([saved, loaded], headers)
+runs = [fresh_process("compile, save", "save"), fresh_process("load", "load")]
+runs.append(fresh_process("load, 1 thread", "load", TORCHINDUCTOR_COMPILE_THREADS="1"))
+assert runs[0][-2] == 0 and runs[0][-1] > 0, runs[0]  # the first one compiled cold
+assert all(run[-2] > 0 and run[-1] == 0 for run in runs[1:]), runs  # loaded: all hits
+assert runs[2][1] == 1, runs[2]  # and the last one compiled in its own process
+headers = ["fresh process", "compile threads", "first call (s)", "exit (s)"]
+table(runs, headers + ["whole (s)", "fx hits", "fx misses"])
+parts = {"first call": [run[2] for run in runs], "exit": [run[3] for run in runs]}
+parts["the rest"] = [run[4] - run[2] - run[3] for run in runs]
+bars(f"Fresh processes, {device_name}", [run[0] for run in runs], parts, "seconds")
 
 # %%
-# "imports" is the time the new process took to import PyTorch and Dynamo, and "save or
-# load" the call to ``save_cache_artifacts`` (after the first call) or to
-# ``load_cache_artifacts`` (before it). "exit" runs from the script's last line to the end
-# of its process: Python's shutdown, in which an ``atexit`` handler of Inductor stops its
-# compile-worker processes and waits for them to exit. Inductor starts those workers in the
-# background when it first compiles, so a process that finishes its work early may wait at
-# exit for workers still starting up. "whole process" counts everything from starting
-# Python to its end; no cache shortens the imports or the exit. What an
-# artifact holds depends on the device: on a GPU, Inductor bundles the compiled Triton
-# kernels into each FX graph entry
-# (``torch._inductor.config.bundle_triton_into_fx_graph_cache``), so the second process
-# need not compile any kernel; on a CPU an entry holds the generated C++ source, and
-# loading it runs the C++ compiler again. In production, compile once on a build machine,
-# save the artifacts next to the model's weights and load them at start-up everywhere
-# else.
+# "whole" runs from starting Python to the end of the process ("the rest" in the chart:
+# imports, building the model, saving or loading the artifacts). "exit" runs from the
+# script's last line to the end: Python's shutdown, in which an ``atexit`` handler of
+# Inductor shuts down its compile workers and waits for them. Where Triton is installed,
+# the first compilation in a process starts those workers in the background, one per CPU
+# core up to 32 ("compile threads"), whether or not it will give them work, so a process
+# that is done early may wait at exit for workers still starting up.
+#
+# A process that only loads has little work for them. On a GPU, Inductor bundles the
+# compiled Triton kernels into each FX graph entry
+# (``torch._inductor.config.bundle_triton_into_fx_graph_cache``), so no kernel is compiled
+# again; on a CPU an entry holds the generated C++ source, which is compiled once more.
+# ``TORCHINDUCTOR_COMPILE_THREADS=1`` in a process's environment makes Inductor compile in
+# the process itself and start no workers, so none are waited for at exit. PyTorch reads
+# it when ``torch._inductor.config`` is first imported, in 2.9 as in later releases. The
+# last two rows show what it changes on this machine. Keep the workers in a process that
+# will compile something new (a new input shape, a changed model, anything the artifacts
+# do not hold): they compile its kernels in parallel. In production, compile once on a
+# build machine, save the artifacts next to the model's weights, and load them at start-up
+# everywhere else.
 #
 # Regional compilation
 # --------------------
 #
-# The caches make the *second* compilation cheap. The first can be made cheaper by giving
-# the compiler less to do. Compiled as one graph, every copy of the block is traced by
-# Dynamo, passed through AOTAutograd and lowered by Inductor. ``layer.compile()`` compiles
-# each block in place instead. The blocks run the same Python code with parameters of the
-# same shapes, and Dynamo passes parameters to the graph as inputs rather than baking them
-# in, so the guards of the first block's compiled code hold for every other block and Dynamo
-# reuses it: one graph, whatever the number of layers.
+# The caches make the *second* compilation cheap; the first gets cheaper when the compiler
+# has less to do. Compiled as one graph, every copy of the block is traced by Dynamo,
+# passed through AOTAutograd and lowered by Inductor. ``layer.compile()`` compiles each
+# block in place instead. The blocks run the same Python code with parameters of the same
+# shapes, which Dynamo passes to the graph as inputs, so the guards of the first block's
+# compiled code hold for every other block: one graph, whatever the number of layers.
 #
 # Both variants are measured the same way: ``torch._dynamo.reset()``, an empty cache, and the
 # assertion that something compiled. That assertion is not a formality. ``Module.compile()``
@@ -372,75 +369,76 @@ assert regional_stats["graphs"] == 1, regional_stats  # one graph serves every b
 
 rows = [["whole model", cold[3], cold[4], cold_stats["graphs"]]]
 rows.append(["regional", regional_cold[3], regional_cold[4], regional_stats["graphs"]])
-print(f"{device_name}, {LAYERS} blocks, both cold")
-table(rows, ["compiled", "compilation (s)", "first call (s)", "graphs"])
+table(rows, [f"{LAYERS} blocks, cold", "compilation (s)", "first call (s)", "graphs"])
 
 # %%
 # Regional compilation gives up fusion *across* blocks, and the loop over the blocks runs as
 # ordinary Python between the compiled graphs. The steady-state table shows what that costs
-# on this machine. (The whole-model version compiles again here, since the cell above reset
-# Dynamo; the page's cache folder holds its entries, so that compilation is warm.)
+# on this machine, and checks each variant against a float64 copy of the model. (The whole
+# model compiles again here, warm: the cell above reset Dynamo, and the page's cache
+# folder holds its entries.) A row whose step came out longer than the row before it gets
+# a line with the change in the GPU's busy and idle time per step (more busy time: slower
+# kernels; more idle time: a slower CPU side, such as Python, guards and launches). On a
+# CPU, a profile of three calls of both rows splits the change in self CPU time into the
+# operators both ran (attention and matrix products, which compiled code too leaves to
+# ATen) and the rest: eager's other operators against Inductor's generated code and its
+# guards. If the profile shows no slowdown, the line says so: the difference was noise.
 
 compiled = torch.compile(model, fullgraph=True)
-rows = []
-for name, fn in [("eager", model), ("whole model", compiled), ("regional", regional)]:
-    step, issue = step_ms(fn)
-    issue_text = "-" if issue is None else f"{issue:.3f}"
-    rows.append([name, step, issue_text, bound_by(step, issue)])
+variants = {"eager": model, "whole model": compiled, "regional": regional}
+with torch.no_grad():  # a float64 copy of the model is the reference
+    ref = make_model(WIDTH, HEADS, LAYERS, device).double()(x.double())
+    errors = [float((f(x) - ref).norm() / ref.norm()) for f in variants.values()]
+assert max(errors) <= 3 * errors[0] + 1e-6, errors  # compiled within 3x eager's error
+rows = [[name, *step_and_busy(f, steps=10)] for name, f in variants.items()]
 print(f"{device_name}, torch {torch.__version__}, input {BATCH} x {SEQ}, medians")
-table(rows, ["steady state", "step (ms)", "issue (ms)", "bound by"], ".3f")
-
-# %%
-# Same function
-# -------------
-#
-# The compiled models must compute what the eager model computes, up to the order of float32
-# operations. A float64 copy of the model is the reference; each compiled error must stay
-# within a small multiple of the eager error plus a floor.
-
-torch.set_grad_enabled(False)
-reference = make_model(WIDTH, HEADS, LAYERS, device).double()(x.double())
-
-
-def rel_error(out):
-    return ((out.double() - reference).norm() / reference.norm()).item()
-
-
-eager_err = rel_error(model(x))
-for name, fn in [("whole model", compiled), ("regional", regional)]:
-    err = rel_error(fn(x))
-    print(f"relative error to float64: eager {eager_err:.2e}, {name} {err:.2e}")
-    assert err <= 3 * eager_err + 1e-6, (name, err, eager_err)
-torch.set_grad_enabled(True)
+headers = ["steady state", "step (ms)", "GPU busy (ms)", "busy %", "bound"]
+headers = headers[: len(rows[0])] + ["error vs float64"]
+table([row + [error] for row, error in zip(rows, errors)], headers, ".3g")
+for before, row in zip(rows, rows[1:]):  # each row slower than the one before it
+    if row[1] <= before[1]:
+        continue
+    if device == "cuda":  # the change in GPU busy and idle time per step
+        idle = row[1] - row[2] - (before[1] - before[2])
+        deltas = {"GPU busy": row[2] - before[2], "GPU idle": idle}
+    else:  # the change in self CPU time per call, from a profile of 3 calls of each
+        ops = []  # self CPU microseconds by operator
+        for name in (before[0], row[0]):
+            with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+                for _ in range(3):
+                    variants[name](x)
+            ops.append({e.key: e.self_cpu_time_total for e in prof.key_averages()})
+        both = sum(ops[1][k] - ops[0][k] for k in ops[0].keys() & ops[1].keys()) / 3e3
+        rest = (sum(ops[1].values()) - sum(ops[0].values())) / 3e3 - both
+        deltas = {"CPU in operators both ran": both, "CPU in the rest": rest}
+    changes = ", ".join(f"{k} {v:+.3f} ms" for k, v in deltas.items())
+    noise = "" if sum(deltas.values()) > 0 else " (not in the profile: noise)"
+    print(f"{row[0]}: {row[1] / before[1]:.2f}x {before[0]}'s step{noise}: {changes}")
+parts = {"step": [row[1] for row in rows]}
+if device == "cuda":
+    parts = {"GPU busy": [row[2] for row in rows]}
+    parts["GPU idle"] = [max(0, row[1] - row[2]) for row in rows]
+bars(f"Steady state, {device_name}", [row[0] for row in rows], parts, "ms per step")
 page_cache.close()  # back to the usual cache folder
-shutil.rmtree(work_dir, ignore_errors=True)  # the script, the artifacts, both caches
+shutil.rmtree(work_dir, ignore_errors=True)  # the script, the artifacts, the caches
 
 # %%
-# Going further
-# -------------
-#
-# * **Changing shapes.** A cache helps only when the same graph comes back. Dynamo guards the
-#   size of every input dimension; by default the first change of a size recompiles once with
-#   that dimension symbolic (*automatic dynamic*). ``torch._dynamo.mark_dynamic(x, 1)`` makes
-#   the first compilation symbolic in dimension 1 already, and ``TORCH_LOGS=recompiles``
-#   names the guard behind every recompilation.
-# * **Mega-cache alternatives.** ``TORCHINDUCTOR_CACHE_DIR`` on a shared or persistent
-#   volume keeps the caches between runs without any code; the artifacts above are the
-#   portable form of the same entries.
-#
 # Conclusion
 # ----------
 #
 # A cold compilation passes through Dynamo, AOTAutograd and Inductor, and PyTorch's own
 # timers show how long each took. Inductor's on-disk caches skip everything after Dynamo
 # when the same graph comes back, and ``save_cache_artifacts`` / ``load_cache_artifacts``
-# carry those entries to a process that starts empty. Regional compilation compiles a
-# repeated block once, at the price of fusion across blocks; assert that a cold measurement
-# compiled something, or a block that silently runs eagerly will look like a fast compiler.
+# carry them to a process that starts empty, which needs no compile workers if it only
+# loads. Regional compilation compiles a repeated block once, at the price of fusion across
+# blocks; assert that a cold measurement compiled something, or a block that silently runs
+# eagerly will look like a fast compiler.
 #
 # Further reading
 # ---------------
 #
+# * :ref:`export_aoti_tutorial` goes one step further: ``torch.export`` and AOTInductor
+#   build a package that a fresh process runs without compiling, timed against artifacts.
 # * `Compile time caching in torch.compile
 #   <https://docs.pytorch.org/tutorials/recipes/torch_compile_caching_tutorial.html>`__
 # * `torch.compiler.save_cache_artifacts
@@ -448,3 +446,5 @@ shutil.rmtree(work_dir, ignore_errors=True)  # the script, the artifacts, both c
 # * `Reducing torch.compile cold start compilation time with regional compilation
 #   <https://docs.pytorch.org/tutorials/recipes/regional_compilation.html>`__
 # * `Dynamic shapes <https://docs.pytorch.org/docs/stable/torch.compiler_dynamic_shapes.html>`__
+
+# sphinx_gallery_thumbnail_number = 1

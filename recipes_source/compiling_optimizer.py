@@ -16,6 +16,8 @@ Compiling the optimizer step
        * How to check that the compiled step computes the same update as the eager one
        * How to measure an optimizer step against the copy-bandwidth roofline, and how to
          compare it fairly with ``fused=True`` (CUDA graph against CUDA graph)
+       * How to tell from ``torch.profiler`` whether a step keeps the GPU busy or waits
+         for the CPU
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
@@ -51,14 +53,16 @@ import logging
 import statistics
 import time
 
+import matplotlib.pyplot as plt
 import torch
-import torch.utils.benchmark as benchmark
 from tabulate import tabulate
 from torch._dynamo.utils import counters
 from torch._inductor.utils import fresh_cache
+from torch.profiler import ProfilerActivity, profile
 
 LR = 1e-3
 device = "cuda" if torch.cuda.is_available() else "cpu"
+sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 if device == "cuda":
     LAYERS = 10
     free_bytes, _ = torch.cuda.mem_get_info()
@@ -67,7 +71,6 @@ if device == "cuda":
         w for w in [1024, 2048, 4096, 10240] if LAYERS * w * w * 40 < 0.8 * free_bytes
     ]
     device_name = torch.cuda.get_device_name()
-    import triton.testing
 else:
     LAYERS, WIDTHS = 4, [512, 1024, 2048]
     device_name = f"CPU, {torch.get_num_threads()} threads"
@@ -204,48 +207,81 @@ del params, opt, compiled_step, eager_params, ref_params, eager_opt, ref_opt
 # Measuring
 # ---------
 #
-# ``bench`` returns the median time of one step. On a GPU it uses
-# ``triton.testing.do_bench`` (CUDA events), and also times how long the CPU takes to
-# *issue* one call (the Python call returning, without waiting for the GPU): when that is
-# close to the step time, the GPU spends the step waiting for the CPU (``bound_by`` prints
-# "CPU"); when it is well below, the GPU is the limit. On a CPU the issue time is the step
-# time, and ``torch.utils.benchmark.Timer`` runs every variant on all of PyTorch's threads
-# (its default is one). ``bench`` asserts that no frame was compiled while timing.
+# ``step_and_busy`` times six windows of ``steps`` back-to-back calls (the first warms
+# up) and returns the median time of one step and the windows' spread (IQR); it asserts
+# that nothing was compiled meanwhile. On a GPU one more window runs under
+# ``torch.profiler``: the union of the intervals in which a kernel ran, per step, is the
+# GPU's **busy** time. At a busy share of 85 % or more the step is bound by the GPU;
+# below, the GPU sat idle for the rest, waiting for the CPU (Python, guards, kernel
+# launches). On a CPU there is no separate device to be busy or idle. ``explain_slower``
+# prints one line per compiled variant slower than the fastest of its references (eager,
+# or the rung below it), saying where the extra time went.
 #
-# The roofline is the time the step's bytes (28 per parameter) would take at the device's
-# measured copy bandwidth: a large device-to-device copy, counting the bytes read and the
-# bytes written. "% of copy roofline" is that time divided by the step time.
+# The roofline is the time the step's 28 bytes per parameter would take at the device's
+# copy bandwidth, measured by the same helper on a large copy (bytes read plus bytes
+# written). Copy and steps alike run back to back with no cache flush between calls
+# (unlike ``triton.testing.do_bench``, which flushes the GPU's L2 cache before each): on
+# a GPU the working sets, hundreds of MB to GBs, dwarf the L2 cache, so that makes
+# little difference.
 
 
-def bench(fn):
-    """Median step time and CPU issue time of ``fn``, in ms (issue time: GPU only)."""
-    frames = counters["frames"]["total"]
-    if device == "cuda":
-        step_ms = triton.testing.do_bench(fn, return_mode="median")
-        issue = []
-        for _ in range(30):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            fn()
-            issue.append((time.perf_counter() - t0) * 1e3)
-        torch.cuda.synchronize()
-        issue_ms = statistics.median(issue)
-    else:
-        timer = benchmark.Timer(
-            "fn()", globals={"fn": fn}, num_threads=torch.get_num_threads()
+def step_and_busy(step, steps=10):
+    """Median step time, GPU busy time per step (None on a CPU) and spread, in ms."""
+    count, windows, busy = counters["frames"]["total"], [], None
+    for _ in range(6):  # windows of `steps` back-to-back calls, without the profiler
+        sync()
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        sync()
+        windows.append((time.perf_counter() - start) / steps * 1e3)
+    if device == "cuda":  # one more window, profiled
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                step()
+            sync()
+        kernels = [e.time_range for e in prof.events() if e.device_type.name == "CUDA"]
+        busy, reach = 0.0, float("-inf")  # the union: two streams' overlap counts once
+        for span in sorted(kernels, key=lambda r: r.start):
+            busy += max(0.0, span.end - max(span.start, reach))
+            reach = max(reach, span.end)
+        busy = busy / steps / 1e3  # time_range is in microseconds
+    assert counters["frames"]["total"] == count, "compiled while timing"
+    q1, _, q3 = statistics.quantiles(windows[1:], n=4)  # the first window warms up
+    return statistics.median(windows[1:]), busy, q3 - q1
+
+
+def explain_slower(label, times, refs):
+    """Print where the extra time went, for each variant slower than its fastest ref."""
+    slower = 0
+    for name, candidates in refs.items():
+        ref = min(candidates, key=lambda c: times[c][0])
+        (t, busy, spread), (t0, busy0, spread0) = times[name], times[ref]
+        if t <= t0:
+            continue
+        slower += 1
+        if busy is None:  # on a CPU, the spread says whether the timings can be trusted
+            why = f"spread (IQR) {spread:.3f} and {spread0:.3f} ms: " + (
+                "steady, so it is the compiled step's own CPU work"
+                if max(spread / t, spread0 / t0) < 0.1
+                else "over 10 % of a step, other work on the machine disturbed them"
+            )
+        else:
+            why = (
+                f"GPU busy {busy:.3f} ms ({100 * busy / t:.0f} %) against {busy0:.3f} ms"
+                f" ({100 * busy0 / t0:.0f} %): {busy - busy0:+.3f} ms of kernel time, "
+                f"{t - busy - (t0 - busy0):+.3f} ms of GPU idle (waiting for the CPU)"
+            )
+        print(
+            f"{label}, {name}: {t / t0:.2f}x the time of {ref} ({t:.3f} vs {t0:.3f} ms); {why}"
         )
-        step_ms, issue_ms = timer.blocked_autorange().median * 1e3, None
-    assert counters["frames"]["total"] == frames, "recompiled while timing"
-    return step_ms, issue_ms
-
-
-def bound_by(step_ms, issue_ms):
-    return "-" if issue_ms is None else ("CPU" if issue_ms > 0.8 * step_ms else "GPU")
+    return slower
 
 
 src = torch.rand(2**28 if device == "cuda" else 2**25, device=device)
 dst = torch.empty_like(src)
-copy_ms, _ = bench(functools.partial(dst.copy_, src))
+copy = functools.partial(dst.copy_, src)
+copy_ms, _, _ = step_and_busy(copy, steps=20 if device == "cuda" else 2)
 bytes_per_ms = 2 * src.nbytes / copy_ms
 print(
     f"copy bandwidth: {bytes_per_ms / 1e6:.0f} GB/s ({2 * src.nbytes / 2**20:.0f} MiB moved)"
@@ -271,6 +307,7 @@ variants = {
         torch.optim.Adam(ps, lr=LR, foreach=True).step
     ),
 }
+refs = {"compiled": ["eager foreach", "eager fused"]}
 if device == "cuda":
     variants["fused + CUDA graph"] = lambda ps: cuda_graph(
         torch.optim.Adam(ps, lr=LR, fused=True, capturable=True).step
@@ -278,59 +315,84 @@ if device == "cuda":
     variants["compiled + CUDA graph"] = lambda ps: cuda_graph(
         torch.compile(torch.optim.Adam(ps, lr=LR, foreach=True).step)
     )
+    refs["compiled + CUDA graph"] = ["fused + CUDA graph", "compiled"]
 
-rows = []
+rows, results = [], {}
 for width in WIDTHS:
     params = make_params(width)
     n = sum(p.numel() for p in params)
     roofline_ms = 28 * n / bytes_per_ms
-    times = {}
+    steps = max(1, min(100, round(10 / roofline_ms)))  # windows of 10 ms or more
+    times = results[f"{n / 1e6:.1f} M params"] = {}
     for name, make_step in variants.items():
         torch._dynamo.reset()
         step = make_step(params)
         step()  # compiles the compiled variants and creates the optimizer state
-        times[name] = bench(step)
+        times[name] = step_and_busy(step, steps)
         del step
-    for name, (step_ms, issue_ms) in times.items():
+    for name, (step_ms, busy, _) in times.items():
         fused_ms = times["fused + CUDA graph" if "graph" in name else "eager fused"][0]
-        rows.append(
-            [
-                f"{n / 1e6:.1f}",
-                name,
-                step_ms,
-                issue_ms,
-                bound_by(step_ms, issue_ms),
-                100 * roofline_ms / step_ms,
-                fused_ms / step_ms,
-            ]
-        )
+        share = None if busy is None else 100 * busy / step_ms
+        gpu = [] if busy is None else [busy, share, "GPU" if share >= 85 else "CPU"]
+        row = [f"{n / 1e6:.1f}", name, step_ms, *gpu, 100 * roofline_ms / step_ms]
+        rows.append(row + [fused_ms / step_ms])
     del params
     if device == "cuda":
         torch.cuda.empty_cache()
 
 print(f"Adam, float32, {device_name}; median step times")
-headers = (
-    "params (M)|variant|step (ms)|CPU issue (ms)|bound by|% of copy roofline|x fused"
-)
-fmt = ("", "", ".3f", ".3f", "", ".1f", ".2f")
-print(tabulate(rows, headers.split("|"), "github", floatfmt=fmt, missingval="-"))
+gpu = ["GPU busy (ms)", "busy %", "bound"] if device == "cuda" else []
+headers = ["params (M)", "variant", "step (ms)", *gpu, "% of copy roofline", "x fused"]
+fmt = ["", "", ".3f", *[".3f", ".0f", ""][: len(gpu)], ".1f", ".2f"]
+print(tabulate(rows, headers, "github", fmt))
+if device == "cpu":
+    print("On a CPU there is no separate device to be busy or idle: no GPU columns.")
+slower = sum(explain_slower(label, t, refs) for label, t in results.items())
+print(f"compiled rows slower than their reference: {slower}")
+
+# %%
+# The chart draws the same numbers: for every size, each variant's step, split on a GPU
+# into the time the GPU was busy and the time it sat idle.
+
+fig, axes = plt.subplots(1, len(results), figsize=(10, 3), sharey=True)
+for ax, (label, times) in zip(axes, results.items()):
+    names = list(times)[::-1]
+    busy = [times[k][1] or times[k][0] for k in names]  # on a CPU: the step time
+    ax.barh(names, busy, label="GPU busy")
+    if device == "cuda":
+        idle = [times[k][0] - b for k, b in zip(names, busy)]
+        ax.barh(names, idle, left=busy, label="GPU idle")
+    ax.set(title=label, xlabel="ms per step")
+if device == "cuda":
+    axes[-1].legend(loc="upper left", bbox_to_anchor=(1, 1))
+fig.suptitle(f"Adam step, {device_name}: median times")
+fig.tight_layout()
+plt.show()
 
 # %%
 # Reading the table
 # -----------------
 #
-# * **% of copy roofline**: 100% would mean that the step moved its 28 bytes per
-#   parameter as fast as the device copies memory. The copy is itself a measurement, so a
-#   step that matches it can land a little above 100%. Eager ``foreach`` makes several
-#   passes over memory where one would do; ``fused=True`` and the compiled step make one.
-# * **CPU issue** and **bound by**: a step that the CPU cannot issue faster than the GPU
-#   runs it is bound by the CPU, whatever its kernels. On every call, a compiled step
-#   checks guards on every parameter, gradient and state tensor and launches several
-#   kernels; the shorter the step, the more that work weighs.
-# * **CUDA graph** rows remove that per-call cost for both ``fused=True`` and the
-#   compiled step, so comparing the two of them there compares the kernels.
-# * On a CPU there are no CUDA graphs, and the compiled step is compared with eager
-#   ``fused=True`` on the same threads.
+# * **% of copy roofline**: 100 % would mean that the step moved its 28 bytes per
+#   parameter as fast as the device copies memory. Eager ``foreach`` makes several
+#   passes over memory where one would do; ``fused=True`` and the compiled step make
+#   one. How tight a bound the copy is depends on the device. On a GPU, with working
+#   sets far larger than its caches, it is close: near 100 %, a step moves memory
+#   about as fast as the GPU can. On a CPU it is not: tensors that fit in the
+#   last-level cache are reread from there on back-to-back calls, a copy may also
+#   fetch the memory it overwrites (a read its byte count leaves out), and a few cores
+#   keep more requests in flight on seven arrays than on two, so an eager fused step
+#   can exceed 100 % by far.
+# * **GPU busy**, **busy %** and **bound** (GPU only): a step whose GPU is busy less than
+#   85 % of the time waits for the CPU for the rest. On every call, a compiled step checks
+#   guards on every parameter, gradient and state tensor and launches its kernels; the
+#   shorter the step, the more that weighs. A share a little above 100 % is noise.
+# * **CUDA graph** rows remove that per-call work for both ``fused=True`` and the compiled
+#   step, so comparing the two of them there compares the kernels.
+# * The lines under the table say where a slower compiled row's extra time went. On a
+#   GPU, extra *idle* time is CPU work (guards, launches) that a CUDA graph removes; extra
+#   *busy* time is slower kernels. On a CPU, a steady slower row is the compiled step's own
+#   work (see "On a CPU" below); an unsteady one is worth measuring again.
 #
 # Going further
 # -------------
@@ -349,16 +411,14 @@ print(tabulate(rows, headers.split("|"), "github", floatfmt=fmt, missingval="-")
 #         loss_fn(model(x), y).backward()
 #         replay()  # instead of opt.step()
 #
-# ``torch.compile(opt.step, mode="reduce-overhead")`` records and manages the graph for
-# you, but still runs the guards on every call; mark the gradients with
-# ``torch._dynamo.mark_static_address`` first, or it copies every gradient into a buffer
-# of its own on each call.
+# ``torch.compile(opt.step, mode="reduce-overhead")`` records the graph for you but still
+# runs the guards on every call; mark the gradients with ``mark_static_address`` first
+# (``torch._dynamo``), or it copies every gradient into a buffer of its own on each call.
 #
-# **On a CPU.** The bias corrections ``1 - beta ** step`` depend only on the step, but
-# the compiled step fuses their computation into the kernel that updates each parameter,
-# where it runs for every vector of elements. ``fused=True`` computes them once per
-# parameter. :ref:`foreach_map_recipe` shows how to compute them once per step in your
-# own fused update.
+# **On a CPU.** The bias corrections ``1 - beta ** step`` depend only on the step, but the
+# compiled step fuses them into the kernel that updates each parameter, where they run for
+# every vector of elements; ``fused=True`` computes them once per parameter, and
+# :ref:`foreach_map_recipe` once per step in your own fused update.
 #
 # Conclusion
 # ----------
@@ -366,8 +426,9 @@ print(tabulate(rows, headers.split("|"), "github", floatfmt=fmt, missingval="-")
 # Compiling ``opt.step()`` takes one line; the graph breaks that most built-in optimizers
 # report are their own, so ``fullgraph`` stays ``False``. The compiled step matched the
 # eager one against a float64 reference. The table measured it against the copy-bandwidth
-# roofline and against ``fused=True`` under the same conditions; on a GPU, the CPU issue
-# time shows whether a step waits for the CPU, and a CUDA graph removes that wait.
+# roofline and against ``fused=True`` under the same conditions; on a GPU, the busy share
+# from the profiler shows whether a step waits for the CPU, and a CUDA graph removes that
+# wait.
 #
 # Further reading
 # ---------------
@@ -381,3 +442,5 @@ print(tabulate(rows, headers.split("|"), "github", floatfmt=fmt, missingval="-")
 #   the PyTorch notes: capture, warm-up and memory pools.
 # * `pytorch/pytorch#104053 <https://github.com/pytorch/pytorch/issues/104053>`__: the
 #   tracking issue behind the optimizer's deliberate graph breaks.
+
+# sphinx_gallery_thumbnail_number = 1

@@ -47,33 +47,33 @@ A compiled optimizer step with an LR scheduler, compiled once
 import functools
 import logging
 import re
+import statistics
 import time
-from statistics import median
 
+import matplotlib.pyplot as plt
 import torch
-import torch.utils.benchmark as benchmark
 from tabulate import tabulate
+from torch import nn
 from torch._dynamo.utils import counters
+from torch._inductor.utils import fresh_cache
 from torch.optim.lr_scheduler import LinearLR, OneCycleLR
+from torch.profiler import ProfilerActivity, profile
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
+sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 WIDTH, HIDDEN = (1024, 4096) if device == "cuda" else (32, 64)
 N_STEPS = 12  # more than the default recompile limit of 8, which shows up below
 print(f"torch {torch.__version__} on {device}; MLP {WIDTH}-{HIDDEN}-{WIDTH}")
-# Compiling ``Optimizer.step`` logs once that the profiler range around it is left out of
-# the graph: a note about profiling, not about this recipe (PyTorch 2.9 logs it from
-# another module than later releases).
+# Compiling ``Optimizer.step`` logs once that its profiler range is left out of the graph
+# (from another module in PyTorch 2.9): a note about profiling, not about this recipe.
 for name in ["torch._dynamo.variables.torch", "torch._dynamo.variables.ctx_manager"]:
     logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def make_model(dtype=torch.float32):
     torch.manual_seed(0)
-    return torch.nn.Sequential(
-        torch.nn.Linear(WIDTH, HIDDEN),
-        torch.nn.ReLU(),
-        torch.nn.Linear(HIDDEN, WIDTH),
-    ).to(device, dtype)
+    layers = [nn.Linear(WIDTH, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, WIDTH)]
+    return nn.Sequential(*layers).to(device, dtype)
 
 
 model = make_model()
@@ -97,20 +97,23 @@ print(f"learning rate after {N_STEPS} steps: {opt.param_groups[0]['lr'].item():.
 # Helpers
 # -------
 #
-# ``train`` repeats that loop from a fresh start (``torch._dynamo.reset()`` drops compiled
-# code, so no run inherits another's) and records, after every step, the learning rate and
-# the number of graphs Dynamo has compiled (``counters["stats"]["unique_graphs"]``).
-# Gradients come from a seeded generator, the same in every run, so runs can be compared
-# value for value. ``backend="eager"`` runs Dynamo without code generation: guards are
-# decided by Dynamo before any backend is called, so the counts match Inductor's at a
-# fraction of the cost.
+# ``train`` repeats that loop from a fresh start (``torch._dynamo.reset()`` drops
+# compiled code, so no run inherits another's) and records, after every step, the
+# learning rate and the number of graphs Dynamo has compiled
+# (``counters["stats"]["unique_graphs"]``). Gradients come from a seeded generator, so
+# runs can be compared value for value. ``backend="eager"`` runs Dynamo without code
+# generation: guards are decided before any backend is called, so the counts match
+# Inductor's at a fraction of the cost.
 #
-# ``RecompileLog`` collects the records of ``torch._logging.set_logs(recompiles=True)``,
-# which Dynamo writes to the ``torch._dynamo`` logger, trimmed to the lines that matter.
-# ``step_ms`` times a call in steady state: on a GPU the median device time from
-# ``triton.testing.do_bench`` and, beside it, the CPU time to issue one call (clock read
-# without synchronizing; close to the step time means bound by the CPU); on a CPU
-# ``torch.utils.benchmark.Timer``, where issue time and step time are the same (``-``).
+# ``RecompileLog`` keeps the lines that matter of the recompile log
+# (``torch._logging.set_logs(recompiles=True)``). ``step_and_busy`` times six windows of
+# ``steps`` back-to-back calls (the first warms up) and returns the median time of one
+# call and the windows' spread (IQR). On a GPU one more window runs under
+# ``torch.profiler``: the union of the intervals in which a kernel ran, per call, is the
+# GPU's **busy** time; busy 85 % of the step or more means bound by the GPU, less means
+# the GPU waits for the CPU (Python, guards, launches) for the rest. On a CPU there is
+# no separate device to be busy or idle. ``explain_slower`` prints where the extra time
+# of a slower step went.
 
 
 tensor = functools.partial(torch.tensor, device=device)
@@ -122,9 +125,7 @@ def train(lr_type=tensor, make_sched=None, backend="inductor", dtype=None, **kw)
     model = make_model(dtype or torch.float32)
     opt = torch.optim.Adam(model.parameters(), lr=lr_type(0.01))
     sched = (make_sched or (lambda o: LinearLR(o, 0.1, total_iters=N_STEPS)))(opt)
-    step = opt.step
-    if backend is not None:
-        step = torch.compile(opt.step, backend=backend, **kw)
+    step = torch.compile(opt.step, backend=backend, **kw) if backend else opt.step
     grads = torch.Generator().manual_seed(1)
     run = {"lr": [], "graphs": [], "seconds": []}
     for _ in range(N_STEPS):
@@ -132,8 +133,7 @@ def train(lr_type=tensor, make_sched=None, backend="inductor", dtype=None, **kw)
             p.grad = torch.randn(p.shape, generator=grads).to(p)
         start = time.perf_counter()
         step()
-        if device == "cuda":
-            torch.cuda.synchronize()
+        sync()
         run["seconds"].append(time.perf_counter() - start)
         sched.step()
         run["lr"].append(float(opt.param_groups[0]["lr"]))
@@ -162,23 +162,50 @@ class RecompileLog(logging.Handler):
         torch._logging.set_logs()
 
 
-def step_ms(fn):
-    fn()
-    if device == "cpu":
-        timer = benchmark.Timer(
-            "fn()", globals={"fn": fn}, num_threads=torch.get_num_threads()
-        )
-        return timer.blocked_autorange(min_run_time=0.5).median * 1e3, "-"
-    from triton.testing import do_bench
-
-    step, issue = do_bench(fn, return_mode="median"), []
-    for _ in range(30):
-        torch.cuda.synchronize()
+def step_and_busy(step, steps=10):
+    """Median step time, GPU busy time per step (None on a CPU) and spread, in ms."""
+    count, windows, busy = counters["frames"]["total"], [], None
+    for _ in range(6):  # windows of `steps` back-to-back calls, without the profiler
+        sync()
         start = time.perf_counter()
-        fn()
-        issue.append((time.perf_counter() - start) * 1e3)
-        torch.cuda.synchronize()
-    return step, f"{median(issue):.3f}"
+        for _ in range(steps):
+            step()
+        sync()
+        windows.append((time.perf_counter() - start) / steps * 1e3)
+    if device == "cuda":  # one more window, profiled
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                step()
+            sync()
+        kernels = [e.time_range for e in prof.events() if e.device_type.name == "CUDA"]
+        busy, reach = 0.0, float("-inf")  # the union: two streams' overlap counts once
+        for span in sorted(kernels, key=lambda r: r.start):
+            busy += max(0.0, span.end - max(span.start, reach))
+            reach = max(reach, span.end)
+        busy = busy / steps / 1e3  # time_range is in microseconds
+    assert counters["frames"]["total"] == count, "compiled while timing"
+    q1, _, q3 = statistics.quantiles(windows[1:], n=4)  # the first window warms up
+    return statistics.median(windows[1:]), busy, q3 - q1
+
+
+def explain_slower(name, times, ref):
+    """Print where the extra time of ``name`` went, if it is slower than ``ref``."""
+    (t, busy, spread), (t0, busy0, spread0) = times[name], times[ref]
+    if t <= t0:
+        return print(f"{name}: not slower than {ref} ({t:.3f} vs {t0:.3f} ms)")
+    if busy is None:  # on a CPU, the spread says whether the timings can be trusted
+        why = f"spread (IQR) {spread:.3f} and {spread0:.3f} ms: " + (
+            "steady, so it is the compiled step's own CPU work"
+            if max(spread / t, spread0 / t0) < 0.1
+            else "over 10 % of a step, other work on the machine disturbed them"
+        )
+    else:
+        why = (
+            f"GPU busy {busy:.3f} ms ({100 * busy / t:.0f} %) against {busy0:.3f} ms"
+            f" ({100 * busy0 / t0:.0f} %): {busy - busy0:+.3f} ms of kernel time, "
+            f"{t - busy - (t0 - busy0):+.3f} ms of GPU idle (waiting for the CPU)"
+        )
+    print(f"{name}: {t / t0:.2f}x the time of {ref} ({t:.3f} vs {t0:.3f} ms); {why}")
 
 
 # %%
@@ -186,16 +213,14 @@ def step_ms(fn):
 # ----------------------------------------------------------------------
 #
 # The recipe's run again, under ``train``: compiled by Inductor from an empty cache
-# (``fresh_cache`` gives Inductor a new temporary cache folder; older releases call it
-# ``fresh_inductor_cache``), so its first step is a cold compile, which the cell asserts:
+# (``fresh_cache`` gives Inductor a new temporary cache folder), so its first step is a
+# cold compile, which the cell asserts:
 # the FX graph cache missed and a graph was compiled. After that first step the graph count
 # must not change. An eager run with the same tensor learning rate is the float32 baseline,
 # and a float64 eager run with a plain float learning rate, the way a script without
 # ``torch.compile`` is written, is the reference: the schedule must match it, and each
 # float32 run's parameters are measured against it.
 
-fresh_cache = getattr(torch._inductor.utils, "fresh_cache", None)
-fresh_cache = fresh_cache or torch._inductor.utils.fresh_inductor_cache
 with fresh_cache():
     compiled = train()
     assert counters["inductor"]["fxgraph_cache_miss"] > 0, counters["inductor"]
@@ -207,20 +232,16 @@ exact = train(float, backend=None, dtype=torch.float64)
 torch.testing.assert_close(compiled["lr"], exact["lr"], rtol=1e-5, atol=0.0)
 
 
-def error(run):
-    diffs = [
-        (p.double() - q).norm() ** 2 for p, q in zip(run["params"], exact["params"])
-    ]
-    return (
-        sum(diffs) ** 0.5 / sum(q.norm() ** 2 for q in exact["params"]) ** 0.5
-    ).item()
+def error(run):  # relative error of all parameters together, against float64
+    pairs = zip(run["params"], exact["params"])
+    diff = sum((p.double() - q).norm() ** 2 for p, q in pairs)
+    return (diff / sum(q.norm() ** 2 for q in exact["params"])).sqrt().item()
 
 
+err_eager, err_compiled = error(eager), error(compiled)
 print(f"graphs compiled after each step: {compiled['graphs']}")
-print(
-    f"parameter error to float64: eager {error(eager):.2e}, compiled {error(compiled):.2e}"
-)
-assert error(compiled) <= 3 * error(eager) + 1e-5
+print(f"parameter error to float64: eager {err_eager:.2e}, compiled {err_compiled:.2e}")
+assert err_compiled <= 3 * err_eager + 1e-5
 
 # %%
 # The compiled error can be many times eager's and still be round-off. Most of it comes
@@ -244,12 +265,11 @@ print("\n".join("    " + line for line in log.lines))
 
 # %%
 # The first step compiled ``Adam.step`` with the learning rate baked in as a constant,
-# guarded by its value. The scheduler then stored a new float, and the second step failed
-# that guard (the ``frame/version`` prefix of the guard line, here for ``Adam.step``,
-# names the frame and the cached version that failed). It is
-# ``Adam.step`` that recompiles, not our function, because the optimizer's step is a frame
-# of its own: ``torch.optim`` breaks the graph on purpose around it (see
-# :ref:`compiling_optimizer_recipe`).
+# guarded by its value. The scheduler then stored a new float, and the second step
+# failed that guard (the guard line's ``frame/version`` prefix names the frame and the
+# cached version that failed). It is ``Adam.step`` that recompiles, not our function:
+# ``torch.optim`` breaks the graph on purpose around the optimizer's step, which makes
+# it a frame of its own (see :ref:`compiling_optimizer_recipe`).
 #
 # After that one recompilation the count stays flat. That is *automatic dynamic*: when a
 # guarded number changes, Dynamo assumes it will keep changing and compiles a version that
@@ -285,51 +305,71 @@ for name, lr_type, make in [
     else:
         assert default == static == compiled["graphs"][0] and not hit_limit
 print(f"graphs compiled in {N_STEPS} steps (recompile limit {limit})")
-print(
-    tabulate(
-        rows,
-        headers=["setup", "default", "dynamic=False", "hit limit"],
-        tablefmt="github",
-    )
-)
+print(tabulate(rows, ["setup", "default", "dynamic=False", "hit limit"], "github"))
 
 # %%
 # Measuring it
 # ------------
 #
-# What a recompilation costs is a whole compilation. The first steps of the Inductor runs
-# above show it: the compiled run's first step includes a cold compile, later steps only run.
-# The steady-state step times of the compiled and the eager step are measured with
-# ``step_ms`` (one training step's ``opt.step()``, the same gradients every call).
+# What a recompilation costs is a whole compilation: the first row is the first step of
+# the compiled run above, a cold compile included. The steady-state rows time one
+# training step's ``opt.step()`` (the same gradients every call) with ``step_and_busy``,
+# back to back, without flushing caches between calls.
 
 model = make_model()
 for p in model.parameters():
     p.grad = torch.randn_like(p)
 opt = torch.optim.Adam(model.parameters(), lr=tensor(0.01))
-rows = [["compiled step, first call (cold compile)", compiled["seconds"][0] * 1e3, "-"]]
-rows.append(["compiled step, steady state", *step_ms(torch.compile(opt.step))])
-rows.append(["eager step, steady state", *step_ms(opt.step)])
+times = {}
+for name, step in [("compiled", torch.compile(opt.step)), ("eager", opt.step)]:
+    step()  # compiles the compiled step
+    times[name] = step_and_busy(step, steps=50)
+gpu = ["GPU busy (ms)", "busy %", "bound"] if device == "cuda" else []
+rows = [["compiled, first call (cold compile)", compiled["seconds"][0] * 1e3]]
+rows[0] += ["-"] * len(gpu)
+for name, (t, busy, _) in times.items():
+    share = None if busy is None else 100 * busy / t
+    gpu_cells = [] if busy is None else [busy, share, "GPU" if share >= 85 else "CPU"]
+    rows.append([f"{name}, steady state", t, *gpu_cells])
 print(f"{device}, torch {torch.__version__}, MLP {WIDTH}-{HIDDEN}-{WIDTH}, medians")
-print(
-    tabulate(
-        rows,
-        headers=["Adam step", "time (ms)", "issue (ms)"],
-        tablefmt="github",
-        floatfmt=".3f",
-    )
-)
+fmt = [".3f", ".3f", ".3f", ".0f"]
+print(tabulate(rows, ["Adam step", "time (ms)", *gpu], "github", fmt))
+if device == "cpu":
+    print("On a CPU there is no separate device to be busy or idle: no GPU columns.")
+explain_slower("compiled", times, "eager")
+
+# %%
+# The compiled step does CPU work of its own on every call: Python, the frames on both
+# sides of the optimizer's deliberate graph break, and their guards on every parameter
+# and state tensor. On a GPU, the busy share says whether that leaves the GPU idle, and
+# the line under the table splits a slower compiled step's extra time into idle time
+# (CPU work, which a CUDA graph removes: next section) and busy time (kernels). On a
+# CPU, where all of a step is CPU time, that work weighs against the kernels it fused,
+# and the line gives the timings' spread, since a busy machine can make either step look
+# slower.
+
+fig, ax = plt.subplots(figsize=(6, 2))
+busy = [times[k][1] or times[k][0] for k in times]  # on a CPU: the step time
+ax.barh(list(times), busy, label="GPU busy")
+if device == "cuda":
+    idle = [times[k][0] - b for k, b in zip(times, busy)]
+    ax.barh(list(times), idle, left=busy, label="GPU idle")
+    ax.legend(loc="upper left", bbox_to_anchor=(1, 1))
+ax.set(xlabel="ms per step", title=f"Adam step, steady state, {device}")
+fig.tight_layout()
+plt.show()
 
 # %%
 # Under a CUDA graph the tensor is required
 # -----------------------------------------
 #
-# A recompiling float costs time but stays correct: the new version reads the new value. A
-# step recorded in a CUDA graph (``mode="reduce-overhead"``, or ``torch.cuda.graph`` as in
-# :ref:`compiling_optimizer_recipe`) is different: the recording stores every kernel *with its
-# arguments*, and a Python float is passed to a kernel by value. Every replay then uses the
-# learning rate of the recording, whatever the scheduler writes afterwards, and nothing warns.
-# A tensor is passed by address, so a replay reads whatever ``fill_`` last wrote. On a GPU,
-# the next cell records one compiled step, sets the learning rate to zero (a new float, or
+# A recompiling float costs time but stays correct: the new version reads the new value.
+# A step recorded in a CUDA graph (``mode="reduce-overhead"``, or ``torch.cuda.graph``
+# as in :ref:`compiling_optimizer_recipe`) stores every kernel *with its arguments*, and
+# a Python float is passed to a kernel by value: every replay uses the learning rate of
+# the recording, whatever the scheduler writes afterwards, and nothing warns. A tensor
+# is passed by address, so a replay reads whatever ``fill_`` last wrote. On a GPU, the
+# next cell records one compiled step, sets the learning rate to zero (a new float, or
 # ``fill_``), replays, and measures how far the parameters moved: they must not move.
 
 
@@ -348,10 +388,8 @@ def replay_with_lr_zero(lr_type):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         step()
-    if lr_type is float:
-        opt.param_groups[0]["lr"] = 0.0
-    else:
-        opt.param_groups[0]["lr"].fill_(0.0)
+    group = opt.param_groups[0]  # a new float, or the same tensor filled in place
+    group["lr"] = 0.0 if lr_type is float else group["lr"].fill_(0.0)
     before = [p.detach().clone() for p in model.parameters()]
     graph.replay()
     return max((p - b).abs().max().item() for p, b in zip(model.parameters(), before))
@@ -383,22 +421,20 @@ print("\n".join("    " + line for line in log.lines[:2]))
 assert one_cycle["graphs"][-1] > 1
 
 # %%
-# Passing tensor betas to ``Adam`` is not enough, because the scheduler replaces the first
-# one with a float again. Two ways out: ``cycle_momentum=False`` if you do not need the
-# momentum cycle, or keep one 0-dimensional tensor per parameter group and, after every
-# ``sched.step()``, ``fill_`` it with the float the scheduler wrote and put it back,
-# ``group["betas"] = (beta1_tensor, group["betas"][1])``. Under a CUDA graph only the
-# second way keeps the momentum cycling.
+# Tensor betas are not enough: the scheduler replaces the first with a float again.
+# Either set ``cycle_momentum=False``, or keep one 0-dim tensor per group and, after
+# every ``sched.step()``, ``fill_`` it with the float the scheduler wrote and put it
+# back, ``group["betas"] = (beta1_tensor, group["betas"][1])``; only the second keeps
+# the momentum cycling under a CUDA graph.
 #
 # Conclusion
 # ----------
 #
-# A compiled ``opt.step()`` guards every Python number it reads, so any code that stores a
-# new float in ``param_groups`` makes ``Adam.step`` recompile: once under automatic dynamic,
-# or once per value until the recompile limit sends it back to eager mode with
-# ``dynamic=False``. A tensor learning rate, which schedulers fill in place, compiles once,
-# follows the same schedule and reaches the same parameters as eager. Under a CUDA graph the
-# tensor is the only way a replay sees a new learning rate at all.
+# A compiled ``opt.step()`` guards every Python number it reads, so code that stores a
+# new float in ``param_groups`` makes ``Adam.step`` recompile: once under automatic
+# dynamic, or once per value until the recompile limit with ``dynamic=False``. A tensor
+# learning rate, which schedulers fill in place, compiles once and matches eager; under
+# a CUDA graph it is the only way a replay sees a new rate at all.
 #
 # Further reading
 # ---------------
@@ -410,3 +446,5 @@ assert one_cycle["graphs"][-1] > 1
 # * `torch._logging.set_logs <https://docs.pytorch.org/docs/stable/logging.html>`__
 # * `torch.compile troubleshooting, including recompilations
 #   <https://docs.pytorch.org/docs/stable/torch.compiler_troubleshooting.html>`__
+
+# sphinx_gallery_thumbnail_number = 1

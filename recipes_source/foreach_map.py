@@ -33,12 +33,11 @@ Horizontal fusion with foreach_map: a compiled Adam
 #
 # An optimizer step applies the same small update to every parameter tensor of a model.
 # The ``torch._foreach_*`` ops fuse *horizontally*: one op covers a whole list of tensors
-# with a few kernel launches. But each op is still a full pass over memory, and Adam takes
+# with a few kernel launches, but each op is still a full pass over memory, and Adam takes
 # about ten of them. ``foreach_map`` adds *vertical* fusion: you write the update for one
-# tensor as a pointwise function, ``foreach_map`` applies it to every position of the lists,
-# and ``torch.compile`` turns the whole update into one pass that reads each input once and
-# writes each output once. It is meant for the updates ``torch.optim`` does not have: your
-# own optimizer, an EMA of the weights, a custom clipping rule.
+# tensor as a pointwise function, and ``torch.compile`` turns the update of all of them into
+# one pass that reads each input once and writes each output once. It is meant for updates
+# ``torch.optim`` does not have: your own optimizer, an EMA of the weights, a clipping rule.
 #
 # .. note::
 #
@@ -57,17 +56,17 @@ import re
 import statistics
 import time
 
+import matplotlib.pyplot as plt
 import torch
-import torch.utils.benchmark as benchmark
 from tabulate import tabulate
 from torch._dynamo.utils import counters
 from torch._higher_order_ops.foreach_map import foreach_map
 from torch._inductor.utils import run_and_get_code
+from torch.profiler import ProfilerActivity, profile
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
+sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 if device == "cuda":
-    import triton.testing
-
     device_name = torch.cuda.get_device_name()
     free_bytes, _ = torch.cuda.mem_get_info()
     # at most 40 bytes per parameter: p, grad, one optimizer's state, eager temporaries
@@ -161,15 +160,14 @@ print("new learning rate: same result as the loop, nothing recompiled")
 # :math:`\beta_2`, :math:`\epsilon` and :math:`\lambda` never change and stay Python
 # floats, which become constants in the kernel.
 #
-# The bias corrections depend only on the step. ``step_scalars``, a separate small compiled
-# function, computes them once per step as 0-dim tensors that the update only reads.
-# Computed inside the same compiled function as the update, they would not be stored:
-# Inductor would inline their ``pow`` calls into the loop over every tensor's elements.
-# They are computed in float64, as ``torch.optim.Adam`` does with Python floats: in
-# float32, ``1 - beta2**t`` is off by about 1e-5 (relative) in the first steps. The step
-# counter itself is advanced outside the compiled functions: PyTorch 2.9 on a CPU loses
-# an in-place update of a 0-dim CPU tensor made inside a compiled function.
-# The decayed gradients :math:`g'` are never stored: once fused, they stay in registers.
+# The bias corrections depend only on the step, so ``step_scalars``, a separate small
+# compiled function, computes them once per step as 0-dim tensors (inside the update's
+# compiled function, Inductor would inline their ``pow`` into the loop over every element).
+# They are computed in float64, as ``torch.optim.Adam`` does with Python floats (in float32,
+# ``1 - beta2**t`` is off by about 1e-5, relative, in the first steps). The step counter is
+# advanced outside the compiled functions: PyTorch 2.9 on a CPU loses an in-place update of
+# a 0-dim CPU tensor made inside one. The decayed gradients :math:`g'` are never stored:
+# once fused, they stay in registers.
 
 
 def decayed_grad(g, p, weight_decay):
@@ -227,71 +225,29 @@ class ForeachMapAdam:
 
 
 # %%
-# CUDA graphs
-# -----------
-#
-# On a GPU, a CUDA graph records the kernels of one step and replays them with one call:
-# no Python, no guards, no launch per kernel. ``cuda_graph`` warms the step up on a side
-# stream (three real steps, as the CUDA graph notes recommend), records one call and
-# returns its ``replay``. A replay reads and writes the same memory every time, so new
-# gradients must be written into the existing ``.grad`` tensors, and the learning rate must
-# be a tensor, as it is here.
-
-
-def cuda_graph(step):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
-    return graph.replay
-
-
-# %%
 # Check it against ``torch.optim.Adam``
 # -------------------------------------
 #
-# Copies of the same model take the same steps with a non-zero weight decay: a float64
-# ``torch.optim.Adam`` as the reference, a float32 ``torch.optim.Adam``, a float32
-# ``ForeachMapAdam``, and on a GPU a ``ForeachMapAdam`` replayed from a CUDA graph. All
-# first take three steps with the initial gradients (the graph's warm-up), then five with
-# fresh ones, written into the existing ``.grad`` tensors. Halfway, the learning rate is
-# halved: through ``param_groups`` for ``torch.optim.Adam``, with ``lr.fill_`` for ours.
-# Each float32 result's error against float64 must be of the size of
-# ``torch.optim.Adam``'s own, and the learning-rate change must compile nothing.
+# Copies of one model take the same steps with weight decay: a float64 ``torch.optim.Adam``
+# (the reference), a float32 ``torch.optim.Adam`` and a float32 ``ForeachMapAdam``: eight
+# steps, each with the same fresh gradients for all, and the learning rate halved after
+# four (through ``param_groups``, or with ``lr.fill_`` for ours). Each float32
+# error against float64 must be of the size of ``torch.optim.Adam``'s own, and the change
+# of rate must compile nothing. (A tensor learning rate is also what lets a step recorded
+# in a CUDA graph see a new rate: :ref:`compiling_optimizer_lr_scheduler`.)
 
 HP = {"betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 1e-2}
-kinds = {
-    "float64": torch.optim.Adam,
-    "torch.optim.Adam": torch.optim.Adam,
-    "ForeachMapAdam": ForeachMapAdam,
-}
-if device == "cuda":
-    kinds["+ CUDA graph"] = ForeachMapAdam
+kinds = {"float64": torch.optim.Adam, "torch.optim.Adam": torch.optim.Adam}
+kinds["ForeachMapAdam"] = ForeachMapAdam
 width, depth = shapes[0]
 base = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(depth)])
 models = {name: copy.deepcopy(base).to(device) for name in kinds}
 models["float64"].double()
-for ps in zip(*(m.parameters() for m in models.values())):
-    g = torch.randn(ps[0].shape, device=device)
-    for p in ps:
-        p.grad = g.to(p.dtype, copy=True)
 opts = {
     name: kind(models[name].parameters(), lr=1e-2, **HP) for name, kind in kinds.items()
 }
-steps = {name: opt.step for name, opt in opts.items()}
-if device == "cuda":
-    steps["+ CUDA graph"] = cuda_graph(steps["+ CUDA graph"])  # takes 3 steps
-for _ in range(3):
-    for name in ["float64", "torch.optim.Adam", "ForeachMapAdam"]:
-        steps[name]()
-
-for i in range(5):
-    if i == 2:
+for i in range(8):
+    if i == 4:
         graphs = counters["stats"]["unique_graphs"]
         for opt in opts.values():
             if isinstance(opt, ForeachMapAdam):
@@ -301,9 +257,9 @@ for i in range(5):
     for ps in zip(*(m.parameters() for m in models.values())):
         g = torch.randn(ps[0].shape, device=device)
         for p in ps:
-            p.grad.copy_(g)
-    for step in steps.values():
-        step()
+            p.grad = g.to(p.dtype, copy=True)
+    for opt in opts.values():
+        opt.step()
 assert counters["stats"]["unique_graphs"] == graphs, "the lr change recompiled"
 
 ref = list(models["float64"].parameters())
@@ -321,50 +277,82 @@ for name, err in errors.items():
 # Measuring
 # ---------
 #
-# ``bench`` returns the median time of one step. On a GPU it uses
-# ``triton.testing.do_bench`` (CUDA events), and also times how long the CPU takes to
-# *issue* one call (the Python call returning, without waiting for the GPU): when that is
-# close to the step time, the GPU spends the step waiting for the CPU (``bound_by`` prints
-# "CPU"); when it is well below, the GPU is the limit. On a CPU the issue time is the step
-# time, and ``torch.utils.benchmark.Timer`` runs every variant on all of PyTorch's threads
-# (its default is one). ``bench`` asserts that no graph was compiled while timing.
+# ``step_and_busy`` times six windows of ``steps`` back-to-back calls (the first warms
+# up) and returns the median time of one step and the windows' spread (IQR); it asserts
+# that nothing was compiled meanwhile. On a GPU one more window runs under
+# ``torch.profiler``: the union of the intervals in which a kernel ran, per step, is the
+# GPU's **busy** time. At a busy share of 85 % or more the step is bound by the GPU;
+# below, the GPU sat idle for the rest, waiting for the CPU (Python, guards, kernel
+# launches). On a CPU there is no separate device to be busy or idle. ``explain_slower``
+# prints one line per compiled variant slower than the fastest of its references (eager,
+# or the rung below it), saying where the extra time went.
 #
-# The roofline: Adam in float32 must read the parameter, the gradient and both moments and
-# write the parameter and both moments, **28 bytes per parameter** at least. The roofline
-# time is those bytes at the device's measured copy bandwidth (a large device-to-device
-# copy, counting the bytes read and the bytes written); "% of copy roofline" is the
-# roofline time divided by the step time.
+# The roofline: Adam in float32 moves at least **28 bytes per parameter** (it reads the
+# parameter, the gradient and both moments, and writes back all but the gradient); the
+# roofline time is those bytes at the copy bandwidth that the same helper measures on a
+# large copy. Copy and steps alike run back to back with no cache flush between calls
+# (unlike ``triton.testing.do_bench``, which flushes the GPU's L2 cache before each): on a
+# GPU the working sets, hundreds of MB to GBs, dwarf the L2 cache, so that makes little
+# difference.
 
 
-def bench(fn):
-    """Median step time and CPU issue time of ``fn``, in ms (issue time: GPU only)."""
-    graphs = counters["stats"]["unique_graphs"]
-    if device == "cuda":
-        step_ms = triton.testing.do_bench(fn, return_mode="median")
-        issue = []
-        for _ in range(30):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            fn()
-            issue.append((time.perf_counter() - t0) * 1e3)
-        torch.cuda.synchronize()
-        issue_ms = statistics.median(issue)
-    else:
-        timer = benchmark.Timer(
-            "fn()", globals={"fn": fn}, num_threads=torch.get_num_threads()
+def step_and_busy(step, steps=10):
+    """Median step time, GPU busy time per step (None on a CPU) and spread, in ms."""
+    count, windows, busy = counters["stats"]["unique_graphs"], [], None
+    for _ in range(6):  # windows of `steps` back-to-back calls, without the profiler
+        sync()
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        sync()
+        windows.append((time.perf_counter() - start) / steps * 1e3)
+    if device == "cuda":  # one more window, profiled
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                step()
+            sync()
+        kernels = [e.time_range for e in prof.events() if e.device_type.name == "CUDA"]
+        busy, reach = 0.0, float("-inf")  # the union: two streams' overlap counts once
+        for span in sorted(kernels, key=lambda r: r.start):
+            busy += max(0.0, span.end - max(span.start, reach))
+            reach = max(reach, span.end)
+        busy = busy / steps / 1e3  # time_range is in microseconds
+    assert counters["stats"]["unique_graphs"] == count, "compiled while timing"
+    q1, _, q3 = statistics.quantiles(windows[1:], n=4)  # the first window warms up
+    return statistics.median(windows[1:]), busy, q3 - q1
+
+
+def explain_slower(label, times, refs):
+    """Print where the extra time went, for each variant slower than its fastest ref."""
+    slower = 0
+    for name, candidates in refs.items():
+        ref = min(candidates, key=lambda c: times[c][0])
+        (t, busy, spread), (t0, busy0, spread0) = times[name], times[ref]
+        if t <= t0:
+            continue
+        slower += 1
+        if busy is None:  # on a CPU, the spread says whether the timings can be trusted
+            why = f"spread (IQR) {spread:.3f} and {spread0:.3f} ms: " + (
+                "steady, so it is the compiled step's own CPU work"
+                if max(spread / t, spread0 / t0) < 0.1
+                else "over 10 % of a step, other work on the machine disturbed them"
+            )
+        else:
+            why = (
+                f"GPU busy {busy:.3f} ms ({100 * busy / t:.0f} %) against {busy0:.3f} ms"
+                f" ({100 * busy0 / t0:.0f} %): {busy - busy0:+.3f} ms of kernel time, "
+                f"{t - busy - (t0 - busy0):+.3f} ms of GPU idle (waiting for the CPU)"
+            )
+        print(
+            f"{label}, {name}: {t / t0:.2f}x the time of {ref} ({t:.3f} vs {t0:.3f} ms); {why}"
         )
-        step_ms, issue_ms = timer.blocked_autorange().median * 1e3, None
-    assert counters["stats"]["unique_graphs"] == graphs, "recompiled while timing"
-    return step_ms, issue_ms
-
-
-def bound_by(step_ms, issue_ms):
-    return "-" if issue_ms is None else ("CPU" if issue_ms > 0.8 * step_ms else "GPU")
+    return slower
 
 
 src = torch.rand(2**28 if device == "cuda" else 2**25, device=device)
 dst = torch.empty_like(src)
-copy_ms, _ = bench(functools.partial(dst.copy_, src))
+copy = functools.partial(dst.copy_, src)
+copy_ms, _, _ = step_and_busy(copy, steps=20 if device == "cuda" else 2)
 bytes_per_ms = 2 * src.nbytes / copy_ms
 print(
     f"copy bandwidth: {bytes_per_ms / 1e6:.0f} GB/s ({2 * src.nbytes / 2**20:.0f} MiB moved)"
@@ -375,13 +363,10 @@ del src, dst
 # The benchmark
 # -------------
 #
-# Every variant steps the same parameters with the same fixed gradients, each with its own
+# Every variant steps the same parameters with the same fixed gradients and its own
 # optimizer state, built just before it is timed: ``torch.optim.Adam`` with
 # ``foreach=True`` and with ``fused=True`` (one hand-written kernel), and
-# ``ForeachMapAdam``. On a GPU, ``fused=True`` (with ``capturable=True``) and
-# ``ForeachMapAdam`` are also replayed from CUDA graphs, so that they meet under the same
-# conditions. "x fused" is a variant's speed relative to ``fused=True`` under the same
-# conditions (CUDA graph or not).
+# ``ForeachMapAdam``. "x fused" is a variant's speed relative to ``fused=True``.
 
 HP["lr"] = 1e-3
 variants = {
@@ -389,65 +374,85 @@ variants = {
     "eager fused": lambda ps: torch.optim.Adam(ps, fused=True, **HP).step,
     "foreach_map": lambda ps: ForeachMapAdam(ps, **HP).step,
 }
-if device == "cuda":
-    variants["fused + CUDA graph"] = lambda ps: cuda_graph(
-        torch.optim.Adam(ps, fused=True, capturable=True, **HP).step
-    )
-    variants["foreach_map + CUDA graph"] = lambda ps: cuda_graph(
-        ForeachMapAdam(ps, **HP).step
-    )
+refs = {"foreach_map": ["eager foreach", "eager fused"]}
 
-rows = []
+rows, results = [], {}
 for width, depth in shapes:
     layers = [torch.nn.Linear(width, width, device=device) for _ in range(depth)]
     params = [p for layer in layers for p in layer.parameters()]
     for p in params:
         p.grad = torch.randn_like(p)
     n = sum(p.numel() for p in params)
-    times = {}
+    roofline_ms = 28 * n / bytes_per_ms
+    steps = max(1, min(100, round(10 / roofline_ms)))  # windows of 10 ms or more
+    times = results[f"{n / 1e6:.1f} M params"] = {}
     for name, make_step in variants.items():
         step = make_step(params)
         step()  # compiles for new shapes and creates the optimizer state
-        times[name] = bench(step)
+        times[name] = step_and_busy(step, steps)
         del step
-    for name, (step_ms, issue_ms) in times.items():
-        fused_ms = times["fused + CUDA graph" if "graph" in name else "eager fused"][0]
-        rows.append(
-            [
-                f"{n / 1e6:.1f}",
-                name,
-                step_ms,
-                issue_ms,
-                bound_by(step_ms, issue_ms),
-                100 * 28 * n / bytes_per_ms / step_ms,
-                fused_ms / step_ms,
-            ]
-        )
+    for name, (step_ms, busy, _) in times.items():
+        fused_ms = times["eager fused"][0]
+        share = None if busy is None else 100 * busy / step_ms
+        gpu = [] if busy is None else [busy, share, "GPU" if share >= 85 else "CPU"]
+        row = [f"{n / 1e6:.1f}", name, step_ms, *gpu, 100 * roofline_ms / step_ms]
+        rows.append(row + [fused_ms / step_ms])
     del layers, params
     if device == "cuda":
         torch.cuda.empty_cache()
 
 print(f"Adam, float32, {device_name}; median step times")
-headers = (
-    "params (M)|variant|step (ms)|CPU issue (ms)|bound by|% of copy roofline|x fused"
-)
-fmt = ("", "", ".3f", ".3f", "", ".1f", ".2f")
-print(tabulate(rows, headers.split("|"), "github", floatfmt=fmt, missingval="-"))
+gpu = ["GPU busy (ms)", "busy %", "bound"] if device == "cuda" else []
+headers = ["params (M)", "variant", "step (ms)", *gpu, "% of copy roofline", "x fused"]
+fmt = ["", "", ".3f", *[".3f", ".0f", ""][: len(gpu)], ".1f", ".2f"]
+print(tabulate(rows, headers, "github", fmt))
+if device == "cpu":
+    print("On a CPU there is no separate device to be busy or idle: no GPU columns.")
+slower = sum(explain_slower(label, t, refs) for label, t in results.items())
+print(f"compiled rows slower than their reference: {slower}")
+
+# %%
+# The chart draws the same numbers: for every size, each variant's step, split on a GPU
+# into the time the GPU was busy and the time it sat idle.
+
+fig, axes = plt.subplots(1, len(results), figsize=(10, 3), sharey=True)
+for ax, (label, times) in zip(axes, results.items()):
+    names = list(times)[::-1]
+    busy = [times[k][1] or times[k][0] for k in names]  # on a CPU: the step time
+    ax.barh(names, busy, label="GPU busy")
+    if device == "cuda":
+        idle = [times[k][0] - b for k, b in zip(names, busy)]
+        ax.barh(names, idle, left=busy, label="GPU idle")
+    ax.set(title=label, xlabel="ms per step")
+if device == "cuda":
+    axes[-1].legend(loc="upper left", bbox_to_anchor=(1, 1))
+fig.suptitle(f"Adam step, {device_name}: median times")
+fig.tight_layout()
+plt.show()
 
 # %%
 # Reading the table
 # -----------------
 #
-# * **% of copy roofline**: 100% would mean the step moved its 28 bytes per parameter as
-#   fast as the device copies memory. The copy is itself a measurement, so a step that
-#   matches it can land a little above 100%. Eager ``foreach`` makes several passes over
-#   memory where one would do; ``fused=True`` and ``ForeachMapAdam`` make one.
-# * **CPU issue** and **bound by**: a step that the CPU cannot issue faster than the GPU
-#   runs it waits for the CPU, whatever its kernels. The compiled step checks guards on
-#   every tensor of four lists and calls two compiled functions on every call; a CUDA
-#   graph removes that work, for ``fused=True`` and ``ForeachMapAdam`` alike, so the
-#   CUDA graph rows compare the kernels.
-# * On a CPU there are no CUDA graphs; all variants run on the same threads.
+# * **% of copy roofline**: 100 % would mean that the step moved its 28 bytes per
+#   parameter as fast as the device copies memory. Eager ``foreach`` makes several
+#   passes over memory where one would do; ``fused=True`` and ``ForeachMapAdam`` make
+#   one. How tight a bound the copy is depends on the device. On a GPU, with working
+#   sets far larger than its caches, it is close: near 100 %, a step moves memory
+#   about as fast as the GPU can. On a CPU it is not: tensors that fit in the
+#   last-level cache are reread from there on back-to-back calls, a copy may also
+#   fetch the memory it overwrites (a read its byte count leaves out), and a few cores
+#   keep more requests in flight on seven arrays than on two, so an eager fused step
+#   can exceed 100 % by far.
+# * **GPU busy**, **busy %** and **bound** (GPU only): below 85 % busy, the GPU waits for
+#   the CPU for the rest of the step. On every call ``ForeachMapAdam`` runs two compiled
+#   functions, which check guards on every tensor of four lists, and launches their
+#   kernels; the shorter the step, the more that weighs. A CUDA graph removes that work
+#   (:ref:`compiling_optimizer_recipe` records one). A share a little above 100 % is noise.
+# * The lines under the table say where a slower row's extra time went: on a GPU, extra
+#   *idle* time is CPU work (guards, launches), extra *busy* time slower kernels; on a CPU,
+#   where all variants run on the same threads, a steady slower row is the compiled step's
+#   own work, and an unsteady one is worth measuring again.
 #
 # Going further
 # -------------
@@ -458,29 +463,22 @@ print(tabulate(rows, headers.split("|"), "github", floatfmt=fmt, missingval="-")
 # * **Errors.** A mutating ``fn`` fails in Dynamo ("Encountered input mutation during
 #   higher order op tracing"); a reduction fails in Inductor ("Buffers cannot be created
 #   while lowering a pointwise subgraph").
-# * **The copy as a bound on a CPU.** A copy writes to memory it has not read, which most
-#   CPUs first fetch into the cache (a read the byte count omits), while an optimizer step
-#   writes only what it has read; and a few cores streaming seven arrays keep more memory
-#   requests in flight than a copy streaming two. A CPU step can therefore exceed 100%.
-#   On a GPU the copy is a tight bound.
-# * **Built-in optimizers.** ``torch.compile(opt.step)`` fuses ``torch.optim``'s own
-#   updates (:ref:`compiling_optimizer_recipe`); ``foreach_map`` is for the others.
 #
 # Conclusion
 # ----------
 #
-# An optimizer step is a memory-bound loop over many tensors. ``foreach_map`` lets you
-# write the per-tensor update as plain pointwise Python, and ``torch.compile`` fuses it over
-# all tensors into one pass over memory, with the ``torch._foreach_copy_`` write-backs
-# folded in. Values that change during training go in as 0-dim tensors so that changing
-# them compiles nothing, and step-dependent scalars are computed once per step. The
-# ``foreach_map`` Adam matched ``torch.optim.Adam`` against a float64 reference, and the
-# table measured it against the copy roofline and ``fused=True``.
+# An optimizer step is a memory-bound loop over many tensors. ``foreach_map`` lets you write
+# the per-tensor update as pointwise Python, and ``torch.compile`` fuses it over all tensors
+# into one pass over memory, write-backs included. Values that change during training go in
+# as 0-dim tensors, and step-dependent scalars are computed once per step. The result
+# matched ``torch.optim.Adam`` against float64, and the table measured it against the copy
+# roofline and ``fused=True``, with the GPU's busy share saying what bounds each step.
 #
 # Further reading
 # ---------------
 #
-# * :ref:`compiling_optimizer_recipe`: compiling the step of a built-in optimizer.
+# * :ref:`compiling_optimizer_recipe`: compiling the step of a built-in optimizer
+#   (``foreach_map`` is for the others), and recording it in a CUDA graph.
 # * `torch.optim <https://docs.pytorch.org/docs/stable/optim.html>`__: the ``foreach`` and
 #   ``fused`` implementations.
 # * `CUDA graphs <https://docs.pytorch.org/docs/stable/notes/cuda.html#cuda-graphs>`__ in
@@ -491,3 +489,5 @@ print(tabulate(rows, headers.split("|"), "github", floatfmt=fmt, missingval="-")
 #   and its polyfill ``foreach_map_fn`` in
 #   `torch/_dynamo/polyfills/__init__.py
 #   <https://github.com/pytorch/pytorch/blob/main/torch/_dynamo/polyfills/__init__.py>`__.
+
+# sphinx_gallery_thumbnail_number = 1

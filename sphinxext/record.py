@@ -1,47 +1,56 @@
 """Record each example's run: the build's half of the run records (tools/gallery.py).
 
 Named in conf.py in ``sphinx_gallery_conf["reset_modules"]``, after the resetter, so
-that its clock starts on a clean state. After an example it writes
+that its clock starts on a clean state. Before an example it works out the device the page
+runs on (tools.gallery.environment: a "multi-gpu" page on two GPUs, or on the CPU where the
+machine has fewer) and tells ``sphinxext.memory`` what to measure; after it, it writes
 ``<gallery>/<stem>.record.json`` beside the generated page; ``sphinxext.verified_on`` shows it
 on the page and gathers the records into the build report.
 """
 
 import time
+from pathlib import Path
 
 from sphinxext import memory
 from tools import gallery
 
-_started = {}
+_started = {}  # fname -> (clock, environment)
+
+
+def _tutorial(gallery_conf, fname):
+    for tutorial in gallery.tutorials(gallery_conf["src_dir"]):
+        if tutorial.source.endswith(f"/{fname}"):
+            return tutorial
+    raise FileNotFoundError(f"{fname} is in none of {gallery_conf['examples_dirs']}")
 
 
 def record_run(gallery_conf, fname, when):
     """Start the clock before an example; write its run record after it."""
+    tutorial = _tutorial(gallery_conf, fname)
     if when == "before":
-        memory.start_example()
-        _started[fname] = time.perf_counter()
+        label = gallery.runner_label(Path(gallery_conf["src_dir"]) / tutorial.source)
+        facts = gallery.machine()
+        env = gallery.environment(label, facts)
+        memory.start_example(memory.kind_for(gallery.run_device(facts, label)["gpus"]))
+        _started[fname] = (time.perf_counter(), env)
         return
-    seconds = time.perf_counter() - _started.pop(fname)
-    for tutorial in gallery.tutorials(gallery_conf["src_dir"]):
-        if tutorial.source.endswith(f"/{fname}"):
-            break
-    else:
-        raise FileNotFoundError(
-            f"{fname} is in none of {gallery_conf['examples_dirs']}"
-        )
+    start, env = _started.pop(fname)
+    seconds = time.perf_counter() - start
     page = tutorial.generated(gallery_conf["src_dir"])
     source = gallery.checksum(page.with_suffix(".py"))  # the copy that just ran
     # sphinx-gallery writes its checksum only after a run without an exception.
     md5 = page.with_suffix(".py.md5")
     passed = md5.is_file() and md5.read_text().strip() == source
+    peak = memory.example_peak_mib()
     record = gallery.RunRecord(
         source=tutorial.source,
         checksum=source,
         passed=passed,
-        **gallery.environment(),
+        **env,
         date=gallery.today(),
         seconds=round(seconds, 2),
-        peak_memory_mib=round(memory.example_peak_mib(), 1),
-        peak_memory_kind=memory.kind(),
+        peak_memory_mib=None if peak is None else round(peak, 1),
+        peak_memory_kind=None if peak is None else memory.kind(),
         how="build",
     )
     gallery.write_record(page.with_suffix(gallery.RECORD_SUFFIX), record)

@@ -1,9 +1,12 @@
-"""Publish the folders of HTML that a tutorial writes beside itself (a tlparse report).
+"""Publish the folder of files that a tutorial writes beside itself (a tlparse report, a
+profiler trace).
 
 A tutorial ``<gallery source>/<stem>.py`` may write a folder ``<stem>_report/`` into its
 working directory, which sphinx-gallery sets to the tutorial's own folder. After the build
 this copies it to ``<outdir>/<gallery>/<stem>_report/`` and zips it beside it as
-``<stem>_report.zip``, so that the page links both with plain relative links.
+``<stem>_report.zip``, so that the page links both, and any file in the folder, with plain
+relative links. (The debugging tutorial puts its ``torch.profiler`` trace,
+``profile_trace.json.gz``, in the folder with its tlparse report.)
 
 On the way it goes through sphinx-gallery's generated folder (``<gallery>/<stem>_report/``),
 which ``tools.merge`` carries from shard to merged site like every generated file of a
@@ -11,12 +14,14 @@ tutorial: a merged build executes nothing, so that copy is the only one it has. 
 did not execute the tutorial publishes the copy an earlier build left there.
 
 The report's files name the build machine's paths (stack frames in tlparse's pages and
-logs). Readers need the frames, not the machine, and the validator rejects machine paths
-on every page of the site, so text files are scrubbed on the way: the checkout's path and
+logs, the temporary file a gzipped profiler trace was written through). Readers need the
+frames, not the machine, and the validator rejects machine paths on every page of the site,
+so text files, gzipped ones included, are scrubbed on the way: the checkout's path and
 everything up to ``site-packages/`` are dropped, and any other absolute directory under a
 user or temporary root is cut down to the file name.
 """
 
+import gzip
 import re
 import shutil
 from pathlib import Path
@@ -46,6 +51,11 @@ def _copy_scrubbed(src, dest, root):
             target.parent.mkdir(parents=True, exist_ok=True)
             text = path.read_text(encoding="utf-8", errors="replace")
             target.write_text(scrub(text, root), encoding="utf-8")
+        elif path.suffix == ".gz" and Path(path.stem).suffix in TEXT_SUFFIXES:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            text = gzip.decompress(path.read_bytes()).decode("utf-8", errors="replace")
+            data = scrub(text, root).encode("utf-8")
+            target.write_bytes(gzip.compress(data, mtime=0))  # mtime 0: same bytes
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
@@ -60,9 +70,9 @@ def publish_reports(app, exception):
         for tutorial in sorted((root / examples).glob("*.py")):
             name = f"{tutorial.stem}_report"
             written, generated = root / examples / name, root / gallery / name
-            if (written / "index.html").is_file():
+            if written.is_dir() and any(written.iterdir()):
                 _copy_scrubbed(written, generated, root)
-            if not (generated / "index.html").is_file():
+            if not (generated.is_dir() and any(generated.iterdir())):
                 continue
             published = Path(app.outdir) / gallery / name
             if published.exists():

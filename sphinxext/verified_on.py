@@ -4,7 +4,16 @@ The table lists the runs of the page's current source: the committed records
 (``records/*.json``, written by ``python -m tools.verify``) whose checksum matches the
 source, and this build's own record (``<gallery>/<stem>.record.json``, written by
 ``sphinxext.record``). Records of an older source are left out; the validator names them.
+
+One row per device (with its GPU count: "2 x NVIDIA H100 80GB HBM3"), PyTorch and way of
+running (tools.gallery.RunRecord.row), the newest: a build on a machine whose runs are also
+committed (``make records`` after an earlier build there) would otherwise show the same
+device, PyTorch, date and "site build" twice, differing only in run time. On the same date,
+this build's own run wins. A run that took a page's CPU path on a GPU machine is a CPU row
+("site build (CPU path; the machine has 1 GPU)").
+
 The build report (``build_report.json`` in the built site) gathers the build's records.
+Setting up this extension also sets up ``sphinxext.memory`` (footers of unmeasured pages).
 """
 
 import re
@@ -24,22 +33,33 @@ def shown_records(srcdir, tutorial):
         _committed[srcdir] = [
             r for rs in gallery.read_records(srcdir).values() for r in rs
         ]
-    candidates = list(_committed[srcdir])
+    candidates = [(r, False) for r in _committed[srcdir]]
     own = tutorial.generated(srcdir).with_suffix(gallery.RECORD_SUFFIX)
     if own.is_file():
-        candidates.append(gallery.read_record(own))
+        candidates.append((gallery.read_record(own), True))
     current = tutorial.checksum(srcdir)
-    shown = {
-        r for r in candidates if r.source == tutorial.source and r.checksum == current
-    }
+    label = gallery.runner_label(srcdir / tutorial.source)
+    return fold(
+        r
+        for r, _ in sorted(candidates, key=lambda c: (c[0].date, c[1]))
+        if r.source == tutorial.source
+        and r.checksum == current
+        and not gallery.misnamed(r, label)
+    )
+
+
+def fold(records):
+    """One record per table row (device, PyTorch, way of running): the last of each in
+    ``records``, which come oldest first; in table order."""
+    newest = {r.row: r for r in records}
     return sorted(
-        shown,
+        newest.values(),
         key=lambda r: (
             r.device.startswith("CPU"),
             r.device,
             [int(n) for n in re.findall(r"\d+", r.torch)],
             r.date,
-            r.how,
+            r.run_as,
         ),
     )
 
@@ -53,7 +73,7 @@ def table(records):
                 r.device,
                 r.torch,
                 r.date,
-                "site build" if r.how == "build" else "script",
+                r.run_as,
                 f"{r.seconds:.0f} s",
                 "passed" if r.passed else "failed",
             )
@@ -124,6 +144,7 @@ def _write_report(app, exception):
 
 
 def setup(app):
+    app.setup_extension("sphinxext.memory")
     app.connect("source-read", _add_table)
     app.connect("env-get-outdated", _outdated)
     app.connect("env-merge-info", _merge)

@@ -1,12 +1,21 @@
-"""What `make html` leaves beside the pages: the build report.
+"""What `make html` leaves beside the pages: the build report, and what a reader sees that
+the validator does not judge: on a CPU, no table column of dashes only and a true memory
+footer; on the index, no placeholder thumbnail.
 
 The validator that `make html` runs already checks every page, download and "Verified
-on" stamp (the build fails otherwise), so nothing here repeats it.
+on" stamp (the build fails otherwise), so nothing here repeats it. The tests of the
+parsers and detectors used here build nothing.
 """
 
 import json
+import re
+import tempfile
+from pathlib import Path
 
-from conftest import tutorial_sources
+import pytest
+from conftest import ROOT, tutorial_sources
+
+from tools import gallery
 
 SOURCES = tutorial_sources()
 
@@ -23,7 +32,11 @@ def test_build_report_covers_every_tutorial(built_site):
     for record in by_source.values():
         assert record["passed"] is True
         assert record["seconds"] > 0
-        assert record["peak_memory_mib"] >= 0
+        # None only where not measured (the multi-GPU path's memory is in its workers).
+        if record["peak_memory_kind"] is None:
+            assert record["peak_memory_mib"] is None
+        else:
+            assert record["peak_memory_mib"] >= 0
         for key in (
             "device",
             "torch",
@@ -33,5 +46,199 @@ def test_build_report_covers_every_tutorial(built_site):
             "checksum",
             "passed",
             "peak_memory_kind",
+            "cpu_path_on",
         ):
             assert key in record, key
+
+
+# --- what a reader sees on a CPU build and on the index (issues 37 and 32) ------------------
+
+DASH = "-"
+_GITHUB_RULE = re.compile(r"^\|(?:\s*:?-+:?\s*\|)+$")
+_SIMPLE_RULE = re.compile(r"^-+(?: {2,}-+)+ *$")
+
+
+def text_tables(text):
+    """The tables tabulate printed into an output block, in its "github" and "simple"
+    formats (the ones the tutorials use): each a list of rows of cells, header first."""
+    lines = text.splitlines()
+    tables = []
+    for i, line in enumerate(lines):
+        if i == 0:
+            continue
+        if _GITHUB_RULE.match(line.strip()):
+            rows = [lines[i - 1]]
+            for row in lines[i + 1 :]:
+                if not row.strip().startswith("|"):
+                    break
+                rows.append(row)
+            tables.append(
+                [[c.strip() for c in r.strip()[1:-1].split("|")] for r in rows]
+            )
+        elif _SIMPLE_RULE.match(line):
+            starts = [m.start() for m in re.finditer(r"-+", line)]
+            rows = [lines[i - 1]]
+            for row in lines[i + 1 :]:
+                # tabulate pads every column but the last: a shorter line is not a row.
+                if len(row) <= starts[-1] or _SIMPLE_RULE.match(row):
+                    break
+                rows.append(row)
+            ends = starts[1:] + [None]
+            tables.append(
+                [[r[a:b].strip() for a, b in zip(starts, ends)] for r in rows]
+            )
+    return tables
+
+
+def html_tables(soup):
+    return [
+        [
+            [c.get_text(" ", strip=True) for c in tr.find_all(["td", "th"])]
+            for tr in t("tr")
+        ]
+        for t in soup("table")
+    ]
+
+
+def all_dash_columns(table):
+    """The headers of the columns in which every cell below the header is "-"."""
+    header, body = table[0], table[1:]
+    if not body:
+        return []
+    return [
+        header[j] if j < len(header) else f"column {j + 1}"
+        for j in range(max(len(r) for r in body))
+        if all(j < len(r) and r[j] == DASH for r in body)
+    ]
+
+
+def test_table_parser_finds_an_all_dash_column():
+    from tabulate import tabulate
+
+    rows = [["eager", 1.5, None], ["compiled", 1.25, None]]
+    for fmt in ("github", "simple"):
+        text = "before\n" + tabulate(
+            rows, ["variant", "ms", "bound"], fmt, missingval="-"
+        )
+        (table,) = text_tables(text + "\nafter\n")
+        assert all_dash_columns(table) == ["bound"], fmt
+        assert table[2][0] == "compiled"
+
+
+def test_a_cpu_page_has_no_column_of_dashes(built_site):
+    """On the CPU a table leaves out the columns only a GPU fills (issue 37)."""
+    from bs4 import BeautifulSoup
+
+    site, _ = built_site
+    report = json.loads((site / "build_report.json").read_text())
+    cpu_pages = [
+        f"{gallery.tutorial_of(r['source'], ROOT).page}"
+        for r in report["tutorials"]
+        if r["device"].startswith("CPU")
+    ]
+    if not cpu_pages:
+        pytest.skip("no page of this build ran on the CPU")
+    printed, bad = 0, []
+    for page in cpu_pages:
+        soup = BeautifulSoup((site / page).read_text(encoding="utf-8"), "html.parser")
+        tables = []
+        for out in soup.select("div.sphx-glr-script-out pre"):
+            tables += text_tables(out.get_text())
+        printed += len(tables)
+        for table in tables + html_tables(soup):
+            if cols := all_dash_columns(table):
+                bad.append(f"{page}: {', '.join(cols)}")
+    assert printed > 0, "no printed table found on the CPU pages: is the parser broken?"
+    assert bad == [], "columns holding only '-' on the CPU:\n" + "\n".join(bad)
+
+
+def test_a_cpu_page_records_and_shows_its_own_memory(built_site):
+    """Never a made-up 0 MB: a CPU page's footer and record hold its own peak (issue 36)."""
+    site, _ = built_site
+    for r in json.loads((site / "build_report.json").read_text())["tutorials"]:
+        if not r["device"].startswith("CPU"):
+            continue
+        page = (site / gallery.tutorial_of(r["source"], ROOT).page).read_text()
+        if r["peak_memory_kind"] is None:
+            assert "Estimated memory usage:</strong> not measured" in page, r["source"]
+            continue
+        assert r["peak_memory_kind"] in ("rss-peak", "rss-sampled"), r
+        assert r["peak_memory_mib"] >= 1, r
+        assert not re.search(r"Estimated memory usage:</strong>\s+0 MB", page), r
+
+
+def placeholder_pixels():
+    """sphinx-gallery's placeholder thumbnail as it writes it for a page with no figure:
+    its no_image.png scaled to the configured thumbnail size."""
+    import sphinx_gallery
+    from PIL import Image
+    from sphinx.config import Config
+    from sphinx_gallery.gen_gallery import DEFAULT_GALLERY_CONF
+    from sphinx_gallery.utils import scale_image
+
+    conf = Config.read(str(ROOT))._raw_config["sphinx_gallery_conf"]
+    size = conf.get("thumbnail_size", DEFAULT_GALLERY_CONF["thumbnail_size"])
+    stock = Path(sphinx_gallery.__file__).parent / "_static" / "no_image.png"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "placeholder.png"
+        scale_image(stock, out, *size)
+        with Image.open(out) as image:
+            return image.convert("RGBA").tobytes()
+
+
+def is_placeholder(path, placeholder):
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return image.convert("RGBA").tobytes() == placeholder
+
+
+def test_placeholder_detector_knows_sphinx_gallerys_placeholder(tmp_path):
+    """What sphinx-gallery's save_thumbnail writes for a page without a figure is detected;
+    a page's own figure is not."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from sphinx_gallery.gen_gallery import DEFAULT_GALLERY_CONF
+    from sphinx_gallery.gen_rst import save_thumbnail
+
+    conf = {**DEFAULT_GALLERY_CONF, "src_dir": str(tmp_path)}
+    placeholder = placeholder_pixels()
+    images = tmp_path / "images"
+    images.mkdir()
+    save_thumbnail(
+        images / "sphx_glr_none_{0:03}.png", tmp_path / "none.py", {}, {}, conf
+    )
+    assert is_placeholder(images / "thumb" / "sphx_glr_none_thumb.png", placeholder)
+
+    plt.plot([0, 1], [1, 0])
+    plt.savefig(images / "sphx_glr_fig_001.png")
+    plt.close("all")
+    save_thumbnail(
+        images / "sphx_glr_fig_{0:03}.png", tmp_path / "fig.py", {}, {}, conf
+    )
+    assert not is_placeholder(images / "thumb" / "sphx_glr_fig_thumb.png", placeholder)
+
+
+def test_no_card_shows_the_placeholder_thumbnail(built_site):
+    """Every card on the index shows its page's chart (issue 32)."""
+    from bs4 import BeautifulSoup
+
+    site, _ = built_site
+    soup = BeautifulSoup(
+        (site / "index.html").read_text(encoding="utf-8"), "html.parser"
+    )
+    thumbs = [
+        img["src"]
+        for card in soup.select("div.sd-card")
+        for img in card.select("img[src]")
+        if "_thumb" in img["src"]
+    ]
+    assert len(thumbs) == len(SOURCES), thumbs
+    placeholder = placeholder_pixels()
+    shown = [src for src in thumbs if is_placeholder(site / src, placeholder)]
+    assert shown == [], (
+        f"cards showing sphinx-gallery's placeholder (the page made no figure, or its "
+        f"sphinx_gallery_thumbnail_number names none): {shown}"
+    )

@@ -17,6 +17,7 @@ from docutils.core import publish_parts
 from sphinx.config import Config, is_serializable
 from sphinx_gallery.utils import get_md5sum
 
+from sphinxext import verified_on
 from sphinxext.verified_on import shown_records, table
 from tools import gallery
 from tools.validate import MINIMUM, Report, check_records
@@ -282,3 +283,161 @@ def test_pip_ignores_the_machines_pip_config(tmp_path, monkeypatch):
     v._pip("python", ["torch==2.9.1"], tmp_path / "log")
     assert seen["env"]["PIP_CONFIG_FILE"] == os.devnull
     assert seen["cmd"][-1] == "torch==2.9.1"
+
+
+# --- one row per device, PyTorch and way of running ------------------------------------------
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def test_table_folds_repeated_rows_into_the_newest(project):
+    """The committed record of an earlier build on the same machine and this build's own
+    run: the same device, PyTorch, date and "site build"; the page shows this build's."""
+    (demo,) = gallery.tutorials(project)
+    gpu = dict(device=H100, torch="2.11.0+cu130", how="build", peak_memory_kind="cuda")
+    committed = record(project, date="2026-11-25", seconds=80, **gpu)
+    script = record(project, date="2026-11-24")
+    gallery.save_records([committed, script], project)
+    own = record(project, date="2026-11-25", seconds=83, **gpu)
+    gallery.write_record(
+        demo.generated(project).with_suffix(gallery.RECORD_SUFFIX), own
+    )
+    assert shown_records(project, demo) == [own, script]
+    html = publish_parts(table(shown_records(project, demo)), writer_name="html")
+    assert html["body"].count(H100) == 1 and "83 s" in html["body"]
+
+    # An own record older than the committed one (a page this build did not execute).
+    newer = record(project, date="2026-11-26", seconds=79, **gpu)
+    gallery.save_records([newer], project)
+    verified_on._committed.clear()  # a new build reads records/ again
+    assert shown_records(project, demo) == [newer, script]
+
+
+def test_a_file_of_records_keeps_one_per_tutorial_and_row(project):
+    build = record(project, how="build", peak_memory_kind="rss-peak")
+    old_script = record(project, date="2026-01-01")
+    (path,) = gallery.save_records([build, old_script], project)
+    gallery.save_records([record(project)], project)  # the newer script run
+    assert sorted(gallery.read_report(path), key=lambda r: r.how) == [
+        build,
+        record(project),
+    ]
+
+
+GPU_MACHINE = {
+    "cpu": "CPU (Some CPU)",
+    "gpu": H100,
+    "gpus": 1,
+    "nccl": True,
+    "torch": "2.11.0+cu130",
+    "triton": "3.6.0",
+    "python": "3.12.3",
+}
+
+
+def test_the_device_a_run_names():
+    one, two = GPU_MACHINE, {**GPU_MACHINE, "gpus": 2}
+    cpu = {**GPU_MACHINE, "gpu": None, "gpus": 0, "nccl": False}
+    multi = gallery.MULTI_GPU
+    named = {
+        "1-GPU site build": gallery.environment(None, one),
+        "2-GPU build of the multi-gpu page": gallery.environment(multi, two),
+        "1-GPU build of the multi-gpu page": gallery.environment(multi, one),
+        "CPU build of the multi-gpu page": gallery.environment(multi, cpu),
+        "CPU build": gallery.environment(None, cpu),
+        "2-GPU build of another page": gallery.environment(None, two),
+        "2 GPUs, no NCCL": gallery.environment(multi, {**two, "nccl": False}),
+    }
+    assert {k: (v["device"], v["cpu_path_on"]) for k, v in named.items()} == {
+        "1-GPU site build": (H100, None),
+        "2-GPU build of the multi-gpu page": (f"2 x {H100}", None),
+        "1-GPU build of the multi-gpu page": ("CPU (Some CPU)", f"1 x {H100}"),
+        "CPU build of the multi-gpu page": ("CPU (Some CPU)", None),
+        "CPU build": ("CPU (Some CPU)", None),
+        "2-GPU build of another page": (H100, None),
+        "2 GPUs, no NCCL": ("CPU (Some CPU)", f"2 x {H100}"),
+    }
+    assert named["1-GPU site build"]["torch"] == "2.11.0+cu130"
+
+
+def test_machine_reads_the_gpus_torch_sees(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: H100)
+    monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: True)
+    facts = gallery.machine()
+    assert (facts["gpu"], facts["gpus"], facts["nccl"]) == (H100, 1, True)
+    env = gallery.environment(gallery.MULTI_GPU)
+    assert env["device"].startswith("CPU") and env["cpu_path_on"] == f"1 x {H100}"
+
+
+MULTI = (
+    '"""\nMulti\n=====\n\nPyTorch 2.9 or later.\n"""\n\nprint("ran")\n'
+    '# sphinx_gallery_runner_label = "multi-gpu"\n'
+)
+
+
+def test_a_cpu_path_run_on_a_gpu_machine_is_recorded_and_shown_as_the_cpu(
+    project, monkeypatch
+):
+    """The build's record (sphinxext.record) of a multi-gpu page on a one-GPU machine,
+    and the row the page shows for it."""
+    from sphinxext import memory
+    from sphinxext import record as build_record
+
+    (project / "recipes_source" / "demo.py").write_text(MULTI)
+    (demo,) = gallery.tutorials(project)
+    monkeypatch.setattr(gallery, "machine", lambda: GPU_MACHINE)
+    conf = {"src_dir": str(project), "examples_dirs": ["recipes_source"]}
+    build_record.record_run(conf, "demo.py", "before")
+    memory.PeakMemory()(lambda: None)  # sphinx-gallery's first call, then a block
+    memory.PeakMemory()(lambda: b"x" * 2**20)
+    page = demo.generated(project)
+    page.with_suffix(".py").write_text(MULTI)
+    page.with_suffix(".py.md5").write_text(gallery.checksum(page.with_suffix(".py")))
+    build_record.record_run(conf, "demo.py", "after")
+
+    own = gallery.read_record(page.with_suffix(gallery.RECORD_SUFFIX))
+    assert own.passed and own.device == "CPU (Some CPU)"
+    assert own.cpu_path_on == f"1 x {H100}"
+    assert own.environment == "cpu-torch-2.11.0+cu130"
+    # Its memory is the resident set (the CPU path), not the idle GPU's allocator.
+    assert own.peak_memory_kind == memory.rss_kind()
+    assert own.run_as == "site build (CPU path; the machine has 1 GPU)"
+
+    # A record of the kind made before the label, naming the one GPU, is left out.
+    old = dataclasses.replace(own, device=H100, cpu_path_on=None, date="2026-11-20")
+    gallery.save_records([old], project)
+    verified_on._committed.clear()
+    (row,) = shown_records(project, demo)
+    assert row == own
+    body = publish_parts(table([row]), writer_name="html")["body"]
+    assert H100 not in body and "CPU path; the machine has 1 GPU" in body
+    report = Report()
+    check_records(project, report)
+    assert "name one GPU" in "\n".join(report.warnings)
+
+
+def test_verify_labels_a_cpu_path_run_as_the_build_does(tmp_path, monkeypatch):
+    """tools.verify asks the same rule (tools.gallery.environment) for each tutorial."""
+    from tools import verify as v
+
+    project = tmp_path / "site"
+    copy_build_machinery(project)
+    (project / "recipes_source" / "multi.py").write_text(MULTI)
+    (tutorial,) = gallery.tutorials(project)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    runs = {
+        n: v.run_one(
+            sys.executable, project, tutorial, {**GPU_MACHINE, "gpus": n}, 60, logs
+        )
+        for n in (1, 2)
+    }
+    assert runs[1].passed and runs[1].how == "script"
+    assert (runs[1].device, runs[1].cpu_path_on) == ("CPU (Some CPU)", f"1 x {H100}")
+    assert runs[1].run_as == "script (CPU path; the machine has 1 GPU)"
+    assert (runs[2].device, runs[2].cpu_path_on) == (f"2 x {H100}", None)
+    assert runs[2].environment == "2-x-nvidia-h100-80gb-hbm3-torch-2.11.0+cu130"

@@ -150,6 +150,25 @@ def test_stale_committed_record_is_a_warning_that_names_it(tmp_path):
     found = warnings(site)
     assert "records/nvidia-h100-80gb-hbm3-torch-2.9.1.json: 1 stale record(s)" in found
     assert "recipes_source/demo.py" in found
+    assert "(a site build on NVIDIA H100 80GB HBM3, then make records)" in found
+
+
+def test_stale_report_counts_every_stale_record_and_says_how_to_refresh(tmp_path):
+    site = make_site(tmp_path)
+    root = project_of(site)
+    cpu = dict(device="CPU (Some CPU)", torch="2.9.1+cu128", peak_memory_kind="rss")
+    commit(
+        site,
+        make_record(root, checksum="0" * 32, how="script", **cpu),
+        make_record(root, checksum="1" * 32, **cpu),  # a CPU build: another row
+        make_record(root, how="script", torch="2.15.0+cpu", device="CPU (Some CPU)"),
+    )
+    found = [w for w in warnings(site).splitlines() if "stale" in w]
+    assert found == [
+        "records/cpu-torch-2.9.1+cu128.json: 2 stale record(s), of an older source "
+        "(pages leave them out): recipes_source/demo.py; refresh them (make verify "
+        "TORCH=2.9.1; a site build on CPU (Some CPU), then make records) or remove them"
+    ]
 
 
 def test_unverified_minimum_is_a_warning(tmp_path):

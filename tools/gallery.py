@@ -8,8 +8,14 @@ Python, and tools.verify runs this module inside the virtual environments it mak
 
 A tutorial *ran* when a passing run record carries the checksum of its current source:
 :func:`ran` is the one place that decides it (build, merge, validator and tests ask it).
+
+The device a run record names comes from :func:`run_device`, the one place that knows which
+path a tutorial takes on a machine (the build's records and tools.verify ask it): a tutorial
+labelled ``multi-gpu`` runs on two GPUs where the machine has them, and on two CPU processes
+otherwise, which its record then names as a CPU run.
 """
 
+import ast
 import datetime
 import hashlib
 import json
@@ -30,6 +36,17 @@ GALLERIES = {"recipes_source": "recipes", "intermediate_source": "intermediate"}
 IGNORE_PATTERN = r"(^|/)_"
 # The block of requirements.txt that lists what the tutorials import.
 TUTORIAL_REQUIREMENTS = "# What the tutorials import"
+# A tutorial that needs a particular runner names its label in a sphinx-gallery config
+# comment (tools/shard.py gives it its own shards): ``# sphinx_gallery_runner_label = "multi-gpu"``.
+_RUNNER_LABEL = re.compile(
+    r"^[ \t]*#\s*sphinx_gallery_runner_label\s*=\s*(.+?)\s*$", re.MULTILINE
+)
+# A "multi-gpu" tutorial takes its NCCL path on this many GPUs when the machine has at least
+# that many (and NCCL), and runs that many CPU processes with gloo otherwise.
+MULTI_GPU = "multi-gpu"
+MULTI_GPU_COUNT = 2
+# How a run record's "how" reads in the "Verified on" table.
+RUN_AS = {"build": "site build", "script": "script", "notebook": "notebook"}
 
 
 def requirements(root=ROOT):
@@ -71,6 +88,23 @@ def first_notebook_cell(root=ROOT):
         "# This cell installs what it imports, upgrading an older PyTorch (then restart the kernel).\n"
         f"%pip install -q {packages}"
     )
+
+
+def runner_label(source_file):
+    """The runner label a tutorial asks for ("multi-gpu"), or None. ValueError when the
+    comment is there but its value is not a quoted label."""
+    match = _RUNNER_LABEL.search(Path(source_file).read_text(encoding="utf-8"))
+    if match is None:
+        return None
+    try:
+        label = ast.literal_eval(match.group(1))
+    except (ValueError, SyntaxError):
+        label = None
+    if not isinstance(label, str) or not label.strip():
+        raise ValueError(
+            f"{source_file}: sphinx_gallery_runner_label must be a quoted runner label, got {match.group(1)}"
+        )
+    return label.strip()
 
 
 def checksum(path):
@@ -139,12 +173,19 @@ class RunRecord:
     python: str
     date: str  # YYYY-MM-DD, UTC
     seconds: float
-    peak_memory_mib: float | None
-    # "cuda": the CUDA allocator's peak above the example's start (the build on a GPU);
-    # "rss-growth": growth of the build process's peak resident set (the build on a CPU);
-    # "rss": the peak resident set of the script's own process (tools.verify).
+    peak_memory_mib: float | None  # None: not measured
+    # The build (sphinxext.memory), above what the build process held when the page started:
+    # "cuda": the CUDA allocator's peak (a page on this process's GPU); "rss-peak": the peak
+    # resident set (the kernel's high-water mark, reset for the page), plus the peak of each
+    # process the page started; "rss-sampled": the same, sampled every 20 ms where the mark
+    # cannot be reset. "rss": the peak resident set of the script's own process (tools.verify).
+    # Older records: "rss-growth", growth of the build process's peak resident set.
+    # None: not measured (a multi-GPU run: its memory is in the worker processes' GPUs).
     peak_memory_kind: str | None
     how: str  # "build": executed by sphinx-gallery; "script": `python file.py`, as a reader
+    # The machine's GPUs ("1 x NVIDIA H100 80GB HBM3") when the tutorial took its CPU path
+    # on a machine with GPUs (too few for it); the device is then the CPU. None otherwise.
+    cpu_path_on: str | None = None
 
     @classmethod
     def from_dict(cls, data):
@@ -163,27 +204,49 @@ class RunRecord:
         return environment_name(self.device, self.torch)
 
     @property
+    def run_as(self):
+        """How the run reads in the "Verified on" table: "site build", "script", "notebook",
+        and for a CPU path taken on a GPU machine "site build (CPU path; the machine has 1 GPU)"."""
+        text = RUN_AS.get(self.how, self.how)
+        if self.cpu_path_on:
+            count = int(re.match(r"\d+", self.cpu_path_on).group(0))
+            text += (
+                f" (CPU path; the machine has {count} GPU{'' if count == 1 else 's'})"
+            )
+        return text
+
+    @property
+    def row(self):
+        """The table's row this record fills: one per device (with its GPU count), PyTorch
+        and way of running. A newer record of the same tutorial and row replaces the older."""
+        return (self.device, self.torch, self.run_as)
+
+    @property
     def torch_release(self):
         """(major, minor) of the PyTorch version, e.g. (2, 9)."""
         return tuple(int(p) for p in re.findall(r"\d+", self.torch)[:2])
 
 
-def environment():
-    """Device and versions of this interpreter, as a record states them."""
-    import torch
+def _cpu_name():
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        model = platform.processor()
+    return f"CPU ({model})" if model else "CPU"
 
-    if torch.cuda.is_available():
-        device = torch.cuda.get_device_name()
-    else:
-        model = ""
-        try:
-            for line in Path("/proc/cpuinfo").read_text().splitlines():
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-        except OSError:
-            model = platform.processor()
-        device = f"CPU ({model})" if model else "CPU"
+
+def machine():
+    """This interpreter's machine, as JSON-ready facts: the CPU, the GPUs it sees (name and
+    count), whether NCCL is there, and the versions. :func:`run_device` reads it."""
+    import torch
+    import torch.distributed as dist
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    nccl = bool(gpus) and dist.is_available() and dist.is_nccl_available()
     try:
         import triton
 
@@ -191,15 +254,68 @@ def environment():
     except ImportError:
         triton_version = None
     return {
-        "device": device,
+        "cpu": _cpu_name(),
+        "gpu": torch.cuda.get_device_name() if gpus else None,
+        "gpus": gpus,
+        "nccl": nccl,
         "torch": torch.__version__,
         "triton": triton_version,
         "python": platform.python_version(),
     }
 
 
+def run_device(machine, label=None):
+    """The device a tutorial with runner label ``label`` runs on, on ``machine``: a dict of
+    ``device`` (as its record names it), ``gpus`` (how many it uses: 0 on the CPU) and
+    ``cpu_path_on`` (the machine's GPUs when the tutorial took its CPU path on a machine with
+    GPUs, else None).
+
+    The one rule, which the tutorials' own device choice follows: a tutorial runs on the
+    machine's first GPU; one labelled "multi-gpu" takes its NCCL path on MULTI_GPU_COUNT GPUs
+    when the machine has that many and NCCL, and its CPU path (gloo) otherwise."""
+    gpus, gpu = machine["gpus"], machine["gpu"]
+    if not gpus:
+        return {"device": machine["cpu"], "gpus": 0, "cpu_path_on": None}
+    if label != MULTI_GPU:
+        return {"device": gpu, "gpus": 1, "cpu_path_on": None}
+    if gpus >= MULTI_GPU_COUNT and machine["nccl"]:
+        return {
+            "device": f"{MULTI_GPU_COUNT} x {gpu}",
+            "gpus": MULTI_GPU_COUNT,
+            "cpu_path_on": None,
+        }
+    return {"device": machine["cpu"], "gpus": 0, "cpu_path_on": f"{gpus} x {gpu}"}
+
+
+def environment(label=None, machine_facts=None):
+    """Device and versions, as a record states them, of a run of a tutorial with runner label
+    ``label`` on ``machine_facts`` (default: this interpreter's :func:`machine`)."""
+    facts = machine_facts if machine_facts is not None else machine()
+    run = run_device(facts, label)
+    return {
+        "device": run["device"],
+        "cpu_path_on": run["cpu_path_on"],
+        "torch": facts["torch"],
+        "triton": facts["triton"],
+        "python": facts["python"],
+    }
+
+
+def misnamed(record, label):
+    """Whether ``record``, of a tutorial with runner label ``label``, names one GPU where the
+    tutorial runs on MULTI_GPU_COUNT GPUs or on the CPU: a record from before records named
+    the path a run took (on a one-GPU machine that run took the CPU path). Pages leave such
+    records out and the validator names them."""
+    return (
+        label == MULTI_GPU
+        and not record.device.startswith("CPU")
+        and re.match(r"\d+ x ", record.device) is None
+    )
+
+
 def environment_name(device, torch):
-    """The file in records/ a run belongs to: one per device kind and PyTorch version."""
+    """The file in records/ a run belongs to: one per device kind and PyTorch version
+    ("cpu-torch-2.9.1+cu128.json": every CPU; "2-x-nvidia-h100-80gb-hbm3-torch-...": two GPUs)."""
     device = "cpu" if device.startswith("CPU") else device
     return re.sub(r"[^a-z0-9.+]+", "-", f"{device}-torch-{torch}".lower())
 
@@ -247,14 +363,16 @@ def read_records(root=ROOT):
 
 def save_records(records, root=ROOT):
     """Add ``records`` to the committed ones: one file per environment, one record per
-    tutorial in it (a newer run of a tutorial replaces the older). Returns the files."""
+    tutorial and table row in it (:attr:`RunRecord.row`: a newer run of a tutorial on the
+    same device, PyTorch and way of running replaces the older, whatever source it ran).
+    Returns the files."""
     folder = Path(root) / RECORDS
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for env in sorted({r.environment for r in records}):
         path = folder / f"{env}.json"
-        kept = {r.source: r for r in read_report(path)}
-        kept.update({r.source: r for r in records if r.environment == env})
-        write_report(path, sorted(kept.values(), key=lambda r: r.source))
+        kept = {(r.source, r.row): r for r in read_report(path)}
+        kept.update({(r.source, r.row): r for r in records if r.environment == env})
+        write_report(path, sorted(kept.values(), key=lambda r: (r.source, r.row)))
         written.append(path)
     return written

@@ -25,7 +25,6 @@ jobs of a CI run each compute it again and agree.
 """
 
 import argparse
-import ast
 import json
 import re
 import statistics
@@ -40,9 +39,6 @@ FALLBACK_SECONDS = 60.0
 # Matches nothing: the pattern of a shard with no tutorials (an empty GALLERY_PATTERN would
 # mean "all" to conf.py).
 NOTHING = "(?!)"
-_LABEL = re.compile(
-    r"^[ \t]*#\s*sphinx_gallery_runner_label\s*=\s*(.+?)\s*$", re.MULTILINE
-)
 
 
 class PlanError(Exception):
@@ -101,18 +97,11 @@ def default_seconds(durations):
 
 
 def runner_label(source_file):
-    match = _LABEL.search(Path(source_file).read_text(encoding="utf-8"))
-    if match is None:
-        return None
+    """The runner label a tutorial asks for (tools.gallery.runner_label), or None."""
     try:
-        label = ast.literal_eval(match.group(1))
-    except (ValueError, SyntaxError):
-        label = None
-    if not isinstance(label, str) or not label.strip():
-        raise PlanError(
-            f"{source_file}: sphinx_gallery_runner_label must be a quoted runner label, got {match.group(1)}"
-        )
-    return label.strip()
+        return gallery.runner_label(source_file)
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
 
 
 def find_jobs(root, durations):

@@ -19,8 +19,11 @@ Reads every HTML page with an HTML parser and fails, naming the page and the rea
   PyTorch release at or above the X.Y it states.
 
 It warns, without failing, about committed records (records/) of an older source (stale:
-pages leave them out; ``make verify`` refreshes them), and about a stated minimum that no
-passing record of the current source confirms. A source edit cannot wait for the whole
+pages leave them out; each warning names the file, the sources and the command that makes
+them again: ``make verify TORCH=...`` for a script run, a site build and ``make records`` for
+a build's), about records of a "multi-gpu" tutorial that name one GPU (made before records
+named the CPU path), and about a stated minimum that no passing record of the current
+source confirms. A source edit cannot wait for the whole
 matrix (old and new PyTorch, CPU and GPUs) to run again, so these do not fail the build.
 
 Exit status 0 when the site is clean, 1 with one line per problem otherwise.
@@ -143,17 +146,52 @@ def _release(pair):
     return f"{pair[0]}.{pair[1]}"
 
 
+def _refresh_hint(records):
+    """How to refresh ``records`` (of one records/ file): the command that makes them again."""
+    hints = []
+    for r in records:
+        if r.how == "script":
+            hint = f"make verify TORCH={r.torch.split('+')[0]}"
+        else:
+            hint = f"a site build on {r.cpu_path_on or r.device}, then make records"
+        if hint not in hints:
+            hints.append(hint)
+    return "; ".join(hints)
+
+
 def check_records(root, report):
     """The committed records against the current sources, and the stated minimum PyTorch."""
     root = Path(root)
     committed = gallery.read_records(root)
+    labels = {}
+    for tutorial in gallery.tutorials(root):
+        try:
+            labels[tutorial.source] = gallery.runner_label(root / tutorial.source)
+        except ValueError as exc:
+            report.fail(tutorial.source, str(exc))
     for path, records in committed.items():
-        stale = sorted({r.source for r in records if not r.current(root)})
+        where = path.relative_to(root).as_posix()
+        stale = [r for r in records if not r.current(root)]
         if stale:
             report.warn(
-                path.relative_to(root).as_posix(),
+                where,
                 f"{len(stale)} stale record(s), of an older source (pages leave them out): "
-                f"{', '.join(stale)}; refresh them with make verify or make records",
+                f"{', '.join(sorted({r.source for r in stale}))}; refresh them "
+                f"({_refresh_hint(stale)}) or remove them",
+            )
+        misnamed = [
+            r
+            for r in records
+            if r.current(root) and gallery.misnamed(r, labels.get(r.source))
+        ]
+        if misnamed:
+            report.warn(
+                where,
+                f"{len(misnamed)} record(s) of a {gallery.MULTI_GPU} tutorial name one GPU, "
+                "which that tutorial never runs on (made before records named the CPU path; "
+                f"pages leave them out): {', '.join(sorted({r.source for r in misnamed}))}; "
+                f"remove them (a site build on {gallery.MULTI_GPU_COUNT} GPUs, then make "
+                "records, records the GPU path)",
             )
     current = [r for rs in committed.values() for r in rs if r.current(root)]
     stated = {}

@@ -14,8 +14,10 @@ those folders. pip ignores the machine's pip configuration (a cap on torch, say)
 
 The records (tools/gallery.py: checksum of the source, pass/fail, device, versions, date,
 seconds, peak resident memory) go into records/<device>-torch-<version>.json, replacing
-that environment's older record of the same tutorial; the pages show those whose checksum
-matches the current source.
+that environment's older record of the same tutorial and table row; the pages show those
+whose checksum matches the current source. The device a record names is the one the
+tutorial ran on (tools.gallery.run_device, as in a site build): a "multi-gpu" tutorial on a
+machine with fewer than two GPUs ran its CPU path, and its record names the CPU.
 
 --from-build copies the records of a site build (its build_report.json) into records/
 the same way: that is how a GPU build's runs land there.
@@ -107,8 +109,11 @@ def make_venv(root, args):
 
 
 def probe(python, root):
-    """Device and versions, as the interpreter under test sees them."""
-    code = "import json; from tools.gallery import environment; print(json.dumps(environment()))"
+    """The machine and versions, as the interpreter under test sees them
+    (tools.gallery.machine)."""
+    code = (
+        "import json; from tools.gallery import machine; print(json.dumps(machine()))"
+    )
     proc = subprocess.run(
         [str(python), "-c", code], cwd=root, capture_output=True, text=True
     )
@@ -117,10 +122,15 @@ def probe(python, root):
     return json.loads(proc.stdout.splitlines()[-1])
 
 
-def run_one(python, root, tutorial, env_info, timeout, logs):
-    """Run one tutorial as ``python file.py``; return its RunRecord."""
+def run_one(python, root, tutorial, facts, timeout, logs):
+    """Run one tutorial as ``python file.py`` on the machine ``facts`` describes (the
+    interpreter's tools.gallery.machine); return its RunRecord."""
     source = Path(root) / tutorial.source
     checksum = gallery.checksum(source)
+    try:
+        env_info = gallery.environment(gallery.runner_label(source), facts)
+    except ValueError as exc:
+        raise VerifyError(str(exc)) from None
     with tempfile.TemporaryDirectory(prefix="verify-") as tmp:
         script = Path(tmp) / source.name
         shutil.copy(source, script)
@@ -175,22 +185,24 @@ def verify(root, args):
     if not chosen:
         raise VerifyError(f"no tutorial matches {args.pattern!r}")
     python = Path(args.python) if args.python else make_venv(root, args)
-    env_info = probe(python, root)
+    facts = probe(python, root)
+    plain = gallery.environment(None, facts)
+    gpus = f" ({facts['gpus']} GPUs)" if facts["gpus"] > 1 else ""
     print(
-        f"verify: {len(chosen)} tutorial(s) on {env_info['device']}, PyTorch {env_info['torch']}, "
-        f"Python {env_info['python']}",
+        f"verify: {len(chosen)} tutorial(s) on {plain['device']}{gpus}, "
+        f"PyTorch {facts['torch']}, Python {facts['python']}",
         flush=True,
     )
     logs = (
         root
         / VENVS
         / "logs"
-        / gallery.environment_name(env_info["device"], env_info["torch"])
+        / gallery.environment_name(plain["device"], facts["torch"])
     )
     logs.mkdir(parents=True, exist_ok=True)
     records = []
     for tutorial in chosen:
-        record = run_one(python, root, tutorial, env_info, args.timeout, logs)
+        record = run_one(python, root, tutorial, facts, args.timeout, logs)
         records.append(record)
         verdict = "passed" if record.passed else "FAILED"
         print(

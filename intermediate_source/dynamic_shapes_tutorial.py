@@ -1,0 +1,696 @@
+"""
+.. _dynamic_shapes_tutorial:
+
+Dynamic shapes without surprises
+================================
+
+**Author:** torch.compile tutorials team
+
+.. grid:: 2
+
+    .. grid-item-card:: :octicon:`mortar-board;1em;` What you will learn
+       :class-card: card-prerequisites
+
+       * What a compiled graph is specialized on, how automatic dynamic shapes turn a
+         size into a symbol at the first recompile, and why sizes 0 and 1 stay special
+       * How to choose what is dynamic (``mark_dynamic``, ``maybe_mark_dynamic``,
+         ``dynamic=True`` or ``False``) and what happens at the recompile limit
+       * Why a boolean mask, ``nonzero`` or ``.item()`` breaks a graph, and how unbacked
+         symbols and ``torch._check`` keep it whole
+       * How to serve batches of variable length: exact shapes, dynamic kernels, length
+         buckets and CUDA graphs, each compiled cold and measured
+
+    .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
+       :class-card: card-prerequisites
+
+       * PyTorch 2.9 or later
+       * The basics of ``torch.compile`` (:ref:`torch_compile_tutorial`); the recompile
+         section of :ref:`debugging_tutorial` helps
+       * A CUDA GPU of compute capability 7.5 or newer for the timings (current CUDA
+         wheels need it); runs on CPU with smaller sizes (Inductor then needs a C++
+         compiler and the Python headers)
+"""
+
+# %%
+# Overview
+# --------
+#
+# "Why does it keep recompiling, and then fall back to eager?" is the question that
+# follows graph breaks. The answer is in what a compiled graph assumes about its
+# inputs: every graph is stored with *guards*, checks on the shapes and values it was
+# compiled for, and a call that fails them all compiles a new graph. This page shows
+# those guards for sizes, the switches that decide which sizes are fixed and which are
+# symbols, and what happens when a size depends on the data. Then it serves a small
+# transformer on batches whose lengths vary as the lengths of text do, with each of the
+# usual strategies (three on a CPU, five on a GPU) beside eager, every one compiled
+# cold, checked against float64 and measured.
+#
+# Setup
+# -----
+
+import contextlib
+import copy
+import io
+import math
+import re
+import statistics
+import textwrap
+import time
+import warnings
+
+import matplotlib.pyplot as plt
+import torch
+import torch._inductor.utils
+import torch.nn as nn
+import torch.nn.functional as F
+from tabulate import tabulate
+from torch._dynamo.utils import compilation_time_metrics, counters
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+from torch.utils import benchmark
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+if device == "cuda":
+    n_layer, d_model, batch, max_len, n_steps = 4, 256, 16, 512, 256
+    median_len, buckets, n_check = 48, (64, 128, 256, 512), 16
+    device_name = torch.cuda.get_device_name()
+else:
+    n_layer, d_model, batch, max_len, n_steps = 1, 64, 8, 128, 96
+    median_len, buckets, n_check = 16, (32, 64, 128), 8
+    device_name = f"CPU, {torch.get_num_threads()} threads"
+N_HEAD, VOCAB = 4, 512
+print(f"torch {torch.__version__}, {device_name}: {n_layer} layers, width {d_model}")
+# PyTorch's default float32 matmul precision (no TF32) is kept on purpose.
+warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
+
+# %%
+# Helpers
+# -------
+#
+# ``captured_log`` turns log artifacts on for a block (``recompiles=True`` is the
+# in-program form of ``TORCH_LOGS="recompiles"``) and then prints the lines that match a
+# pattern, without the log prefix, source comments or directories.
+#
+# ``time_and_busy`` measures the serving loop: the median time of one call of ``step``
+# from CUDA events around back-to-back calls, and the GPU's **busy time** in the same
+# loop run under ``torch.profiler``: the union of the kernel intervals, so kernels that
+# overlap count once. Both loops run back to back without flushing the L2 cache. The
+# busy share (busy / time) says what bounds the loop: at least 85 %, the GPU; below, the
+# GPU idles that share of the time waiting for the CPU (Python, guards, launches). A
+# share slightly above 100 % is noise between the two loops. On a CPU there is no
+# separate device: ``torch.utils.benchmark`` times the loop and busy is ``None``.
+#
+# ``explain_slower`` prints one line per strategy that served fewer tokens per second
+# than the fastest, built only from the numbers measured below.
+
+LOG_PREFIX = re.compile(r"^[VIWEDC]\d{4} \S+ \d+ \S+\] (\[\d+/\d+\] )?(\[__\w+\] )?")
+DIRS = re.compile(r"(?<![\w:/.])/(?:[^\s/\"']+/)+")
+
+
+@contextlib.contextmanager
+def captured_log(pattern=None, limit=8, **artifacts):
+    """torch._logging.set_logs(**artifacts) for the block; print matching lines, trimmed."""
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buffer):  # torch's log handlers write to stderr
+            torch._logging.set_logs(**artifacts)
+            yield
+    finally:
+        torch._logging.set_logs()  # the defaults again, on the real stderr
+        kept = []
+        for line in buffer.getvalue().splitlines():
+            line = DIRS.sub("", LOG_PREFIX.sub(r"\1", line).split("  # ")[0]).rstrip()
+            line = re.sub(r"(check_tensor\(\S+), .*(size=)", r"\1, ..., \2", line)
+            if pattern and re.search(pattern, line) and line not in kept:
+                kept.append(line)
+        for line in kept[:limit]:
+            print(textwrap.fill(f"[log] {line}", 100, subsequent_indent="      "))
+
+
+def time_and_busy(step, steps=3):
+    """Median ms per call of step, and the GPU's busy ms per call (None on a CPU)."""
+    if device == "cpu":
+        threads = torch.get_num_threads()
+        timer = benchmark.Timer("step()", globals={"step": step}, num_threads=threads)
+        return timer.blocked_autorange(min_run_time=0.5).median * 1e3, None
+    windows = []
+    for _ in range(5):  # CUDA events around `steps` back-to-back calls, no profiler
+        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        start.record()
+        for _ in range(steps):
+            step()
+        end.record()
+        end.synchronize()
+        windows.append(start.elapsed_time(end) / steps)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # the same loop
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    spans = sorted((e.time_range.start, e.time_range.end) for e in kernels)
+    busy, reach = 0.0, float("-inf")
+    for s, e in spans:  # union of kernel intervals (microseconds)
+        if e > reach:
+            busy += e - max(s, reach)
+            reach = e
+    return statistics.median(windows), busy / steps / 1e3
+
+
+def explain_slower(rows):
+    """One line per row slower than the fastest, from the row's own measurements."""
+    best = max(rows, key=lambda r: r["tok/s"])
+    for r in [r for r in rows if r is not best]:
+        slower, work = r["ms"] / best["ms"], r["flops"] / best["flops"]
+        line = (
+            f"{r['name']}: {slower:.2f}x the time of {best['name']} for the same "
+            f"sequences. With its padding it computes {r['tokens'] / best['tokens']:.2f}x "
+            f"the tokens and {work:.2f}x the FLOPs, so each FLOP takes "
+            f"{slower / work:.2f}x as long."
+        )
+        if r["busy"] is not None:
+            idle = (r["ms"] - r["busy"]) - (best["ms"] - best["busy"])
+            line += (
+                f" GPU busy {r['busy']:.2f} of {r['ms']:.2f} ms "
+                f"({r['busy'] / r['ms']:.0%}, bound by the "
+                f"{'GPU' if r['busy'] >= 0.85 * r['ms'] else 'CPU'}). Against "
+                f"{best['name']}, GPU work {r['busy'] - best['busy']:+.2f} ms and GPU "
+                f"idle time (waiting for the CPU) {idle:+.2f} ms."
+            )
+        print(textwrap.fill(line, 88, subsequent_indent="    "))
+
+
+# %%
+# What a graph is specialized on
+# ------------------------------
+#
+# Dynamo records the shape of every input tensor and, by default, compiles the first
+# graph for exactly those sizes. A call with another size fails that graph's guard and
+# compiles again; this time Dynamo marks the size that changed as *dynamic*, a symbol
+# such as ``s0``, so that one graph serves every size (**automatic dynamic shapes**).
+# The symbol still carries guards: whatever the code decided from the size (here, a
+# branch that truncates long inputs) becomes a range the next size must fall in.
+#
+# This section is about what Dynamo captures, not speed, so it compiles with
+# ``backend="eager"``, which runs the captured graphs without Inductor; the guards and
+# recompiles are the same. The ``recompiles`` log names the guard that failed and the
+# ``guards`` log shows the guards of each new graph.
+
+
+def first_rows_norm(x, limit=24):
+    if x.shape[0] > limit:  # truncate long inputs: a branch on a size
+        x = x[:limit]
+    return F.layer_norm(x, x.shape[-1:])
+
+
+torch._dynamo.reset()
+counters.clear()
+compiled_norm = torch.compile(first_rows_norm, backend="eager")
+symbolic = r"Recompiling|- \d+/\d+:|size=\[None|LAMBDA_GUARD: .*size\(\)"
+with captured_log(symbolic, limit=14, recompiles=True, guards=True):
+    for n in [8, 16, 32, 48, 1]:
+        x = torch.randn(n, 16)
+        torch.testing.assert_close(compiled_norm(x), first_rows_norm(x))
+print(f"5 sizes (8, 16, 32, 48, 1): {counters['stats']['unique_graphs']} graphs")
+assert counters["stats"]["unique_graphs"] == 4
+
+# %%
+# Read the log by compile id, ``[frame/compile]``:
+#
+# * ``[0/1]``: size 16 failed the first graph's guard (``size mismatch at index 0``), and
+#   the new graph's tensor guard leaves that size open (``size=[None, 16]``). Its
+#   symbolic guard ``2 <= L['x'].size()[0] <= 24`` holds the branch the code took.
+# * ``[0/2]``: size 32 fails both graphs and gets a third, for ``25 <= size``; 48 then
+#   reuses it.
+# * ``[0/3]``: size 1 fails the dynamic guards too. Every symbolic size starts at 2:
+#   Dynamo *specializes* sizes 0 and 1, because so much code (broadcasting, contiguity,
+#   ``squeeze``) behaves differently for them, so a batch of one always gets a graph of
+#   its own. (``torch._dynamo.decorators.mark_unbacked(x, dim)`` opts a size out of
+#   that: it becomes an *unbacked* symbol, the kind met in the data-dependent section.)
+#
+# Choosing what is dynamic
+# ------------------------
+#
+# When you know which size varies (the batch, the sequence length), there is no need to
+# pay the first recompile to find out:
+#
+# * ``torch._dynamo.mark_dynamic(x, dim)`` makes that dimension of that tensor symbolic
+#   from the first call, and raises an error if the code forces it to a constant;
+# * ``torch._dynamo.maybe_mark_dynamic(x, dim)`` asks for the same but lets Dynamo
+#   specialize silently when the code needs a constant;
+# * ``torch.compile(..., dynamic=True)`` makes every size of every input symbolic from
+#   the start, and ``dynamic=False`` turns automatic dynamic off: one graph per size.
+#
+# The counts below are Dynamo's, for the same four sizes. In the dynamic modes the
+# sizes on each side of the branch still need a graph each.
+
+mode_rows = []
+for name, options, mark in [
+    ("automatic (default)", {}, None),
+    ("mark_dynamic(x, 0)", {}, torch._dynamo.mark_dynamic),
+    ("maybe_mark_dynamic(x, 0)", {}, torch._dynamo.maybe_mark_dynamic),
+    ("dynamic=True", {"dynamic": True}, None),
+    ("dynamic=False", {"dynamic": False}, None),
+]:
+    torch._dynamo.reset()
+    counters.clear()
+    compiled_norm = torch.compile(first_rows_norm, backend="eager", **options)
+    for n in [8, 16, 32, 48]:
+        x = torch.randn(n, 16)
+        if mark is not None:
+            mark(x, 0)
+        compiled_norm(x)
+    mode_rows.append([name, counters["stats"]["unique_graphs"]])
+print(tabulate(mode_rows, ["sizes 8, 16, 32, 48", "graphs"], tablefmt="github"))
+assert [r[1] for r in mode_rows] == [3, 2, 2, 2, 4], mode_rows
+
+# %%
+# ``mark_dynamic`` is a promise that the code treats the size as a symbol. Code that
+# needs it as a number breaks the promise: this function loops over chunks of eight rows
+# in Python, so Dynamo unrolls the loop and the number of chunks, hence the size,
+# becomes a constant. ``mark_dynamic`` then raises ``ConstraintViolationError`` with the
+# reason below, while ``maybe_mark_dynamic`` accepts the constant and recompiles per size.
+
+
+def chunk_sums(x):
+    return torch.stack([x[i : i + 8].sum(0) for i in range(0, x.shape[0], 8)])
+
+
+for mark in [torch._dynamo.mark_dynamic, torch._dynamo.maybe_mark_dynamic]:
+    torch._dynamo.reset()
+    counters.clear()
+    compiled_chunks = torch.compile(chunk_sums, backend="eager")
+    try:
+        with captured_log(r"You marked", limit=1):
+            for n in [16, 32]:
+                x = torch.randn(n, 4)
+                mark(x, 0)
+                compiled_chunks(x)
+        print(f"{mark.__name__}: {counters['stats']['unique_graphs']} graphs")
+    except torch.fx.experimental.symbolic_shapes.ConstraintViolationError as error:
+        print(f"{mark.__name__}: {type(error).__name__}: {str(error).splitlines()[0]}")
+assert counters["stats"]["unique_graphs"] == 2
+
+# %%
+# The recompile limit
+# -------------------
+#
+# Recompiling cannot go on for ever. After ``torch._dynamo.config.recompile_limit``
+# graphs for one function (8 by default; ``cache_size_limit`` is its older name, still
+# accepted in 2.9), Dynamo logs a warning and stops compiling that function: the graphs
+# it has keep serving the inputs they match, and every other call runs the Python code
+# eagerly, uncompiled. With ``dynamic=False`` twelve sizes are enough to get there:
+
+torch._dynamo.reset()
+counters.clear()
+compiled_norm = torch.compile(first_rows_norm, backend="eager", dynamic=False)
+with captured_log(r"hit config|last reason"):
+    for n in range(2, 14):
+        x = torch.randn(n, 16)
+        torch.testing.assert_close(compiled_norm(x), first_rows_norm(x))
+limit = torch._dynamo.config.recompile_limit
+print(f"12 sizes, recompile_limit {limit}: {counters['stats']['unique_graphs']} graphs")
+assert counters["stats"]["unique_graphs"] == limit
+
+# %%
+# The results are still right, which is what makes the limit a surprise: the program
+# just gets slower. ``torch._dynamo.config.fail_on_recompile_limit_hit = True`` turns
+# the warning into an error, which is worth setting in tests. Raising the limit only
+# postpones the problem; the fix is a dynamic size or fewer distinct sizes, as the
+# workload below shows.
+#
+# Data-dependent shapes
+# ---------------------
+#
+# A symbol like ``s0`` is *backed*: it stands for an input size, so Dynamo knows its
+# value at compile time and can guard on it. Some sizes come from the data instead:
+# the rows a boolean mask keeps (``x[mask]``, ``nonzero``), or a number read with
+# ``.item()``. Tracing never sees those values, so by default Dynamo breaks the graph
+# there and runs the operation eagerly. Two switches keep them in the graph as
+# **unbacked** symbols (``u0``), sizes with no value known at compile time:
+#
+# * ``torch._dynamo.config.capture_dynamic_output_shape_ops`` for operations whose
+#   output size depends on the data (a mask, ``nonzero``);
+# * ``torch._dynamo.config.capture_scalar_outputs`` for ``.item()``.
+#
+# Code that *decides* on an unbacked value still needs Python: an ``if`` on it breaks
+# the graph again, since there is no value to guard on. ``torch._check(condition)``
+# states a fact the compiler may assume (it is checked at run time), and a branch that
+# the fact decides no longer breaks the graph. ``torch._dynamo.explain`` counts the
+# graphs of each variant:
+
+
+def valid_mean(h, mask):
+    return h[mask].mean(0)  # how many rows the mask keeps depends on the data
+
+
+def trim_to_longest(h, lengths, checked=False):
+    n = lengths.max().item()
+    if checked:  # facts the compiler cannot know; each is asserted at run time
+        torch._check(n >= 0)
+        torch._check(n <= h.shape[1])
+    if n > h.shape[1]:
+        raise ValueError("a length exceeds the padded width")
+    return h[:, :n].sum(1)
+
+
+h, lengths = torch.randn(3, 16, 8), torch.tensor([5, 9, 7])
+mask = torch.arange(16) < lengths[:, None]
+scalars = {"capture_scalar_outputs": True}
+cases = [
+    ("h[mask]", valid_mean, (h, mask), {}),
+    ("h[mask]", valid_mean, (h, mask), {"capture_dynamic_output_shape_ops": True}),
+    (".item()", trim_to_longest, (h, lengths), {}),
+    (".item()", trim_to_longest, (h, lengths), scalars),
+    (".item(), _check", trim_to_longest, (h, lengths, True), scalars),
+]
+dd_rows = []
+for name, fn, args, options in cases:
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(**options), captured_log():  # hides its hints
+        result = torch._dynamo.explain(fn)(*args)
+    torch.testing.assert_close(fn(*args), torch.compile(fn, backend="eager")(*args))
+    assert result.graph_break_count == result.graph_count - 1, name
+    reasons = [  # the line that names the cause
+        (re.findall(r"Could not guard on [^(]*", r.reason) or r.reason.splitlines())[0]
+        for r in result.break_reasons
+    ]
+    code = result.graphs[-1].print_readable(print_output=False)  # shapes annotated
+    unbacked = sorted(set(re.findall(r"\w\d+\[[^\]]*\bu\d[^\]]*\]", code)))
+    reason = textwrap.shorten("; ".join(reasons) or "-", 64, placeholder=" ...")
+    config = ", ".join(options) or "defaults"
+    dd_rows.append(
+        [name, config, result.graph_count, reason, ", ".join(unbacked) or "-"]
+    )
+headers = ["code", "config", "graphs", "graph break", "unbacked shapes"]
+print(tabulate(dd_rows, headers, tablefmt="github"))
+assert [r[2] for r in dd_rows] == [2, 1, 2, 2, 1], dd_rows
+
+# %%
+# Read the rows in pairs. A mask's output size is data, so by default the graph ends
+# before it and ``h[mask]`` runs eagerly between two graphs; with
+# ``capture_dynamic_output_shape_ops`` the graph holds it, and its shape ``(u0, 8)``
+# carries the unbacked symbol. ``.item()`` breaks the graph by default; with
+# ``capture_scalar_outputs`` it enters the graph as ``u0``, but the length check
+# ``if n > h.shape[1]`` needs a value Dynamo does not have, so the graph breaks at the
+# ``if``. The two ``torch._check`` calls tell the compiler that ``0 <= n <= 16``: the
+# branch is decided, the slice has the size ``u0``, and the function is one graph. A
+# ``torch._check`` that fails at run time raises an error, as the ``if`` would have.
+#
+# Inductor compiles unbacked sizes too. They cost what any data-dependent size costs: the
+# CPU waits for the GPU to produce the value before it can size the next tensor.
+#
+# A variable-length workload
+# --------------------------
+#
+# Now a workload where shapes vary on every step: a small decoder-only transformer that
+# scores batches of token sequences (the forward pass of serving), with lengths drawn
+# from a log-normal distribution, skewed as the lengths of real text are: most
+# sequences are short, a few are long. As length-grouping samplers do, the sequences are
+# sorted by length within windows of eight batches, so a batch holds similar lengths;
+# every batch is padded with zeros to its longest sequence. The model's attention is
+# causal, so padding at the end never changes the outputs at the real positions.
+
+gen = torch.Generator().manual_seed(0)
+seq_lens = torch.randn(n_steps * batch, generator=gen) * 0.8 + math.log(median_len)
+seq_lens = seq_lens.exp().round().clamp(2, max_len).long()
+seq_lens = seq_lens.view(-1, 8 * batch).sort(dim=1).values.view(n_steps, batch)
+seq_lens = seq_lens[torch.randperm(n_steps, generator=gen)]
+stream = torch.randint(1, VOCAB, (n_steps, batch, max_len), generator=gen)
+widths = seq_lens.max(dim=1).values
+print(f"{n_steps} batches of {batch}, lengths {seq_lens.min()}-{seq_lens.max()} tokens")
+print(f"median {seq_lens.median()}; {widths.unique().numel()} distinct batch widths")
+
+
+def make_batch(i, bucketed=False, mark=False):
+    """Batch i padded to its longest sequence, or to the next bucket."""
+    width = int(widths[i])
+    if bucketed:
+        width = next(b for b in buckets if b >= width)
+    x = stream[i, :, :width] * (torch.arange(width) < seq_lens[i, :, None])  # pad: 0
+    x = x.to(device)
+    if mark:  # the sequence length is dynamic from the first call
+        torch._dynamo.mark_dynamic(x, 1)
+    return x
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)
+        )
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, N_HEAD, -1).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok_emb = nn.Embedding(VOCAB, d_model)
+        self.pos_emb = nn.Embedding(max_len, d_model)
+        self.blocks = nn.Sequential(*(Block() for _ in range(n_layer)))
+        self.head = nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, VOCAB))
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        return self.head(self.blocks(self.tok_emb(idx) + self.pos_emb(pos)))
+
+
+torch.manual_seed(0)
+model = GPT().to(device).eval()
+print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters")
+
+# %%
+# Ways to serve it
+# ----------------
+#
+# * **exact shapes**: ``torch.compile(model)`` on each batch as it comes. Automatic
+#   dynamic compiles one graph for the first width and a dynamic one at the second.
+# * **dynamic from call 1**: the same, with ``mark_dynamic(x, 1)`` on each batch, so
+#   the first graph is already the dynamic one.
+# * **buckets**: each batch padded to the next of a few widths (``buckets`` above) and
+#   compiled with ``dynamic=False``: one static graph per bucket, each specialized to
+#   its sizes, at the price of computing the padding.
+# * **CUDA graphs, exact** and **CUDA graphs, buckets** (GPU only):
+#   ``mode="reduce-overhead"``, which records the kernels of a graph once and replays
+#   them with one launch. A recording holds fixed sizes, so a dynamic graph records
+#   one CUDA graph per distinct width it meets; with buckets there is one per bucket.
+#
+# ``serve`` runs one strategy over the whole stream, once, from nothing compiled:
+# Dynamo is reset and the whole run is inside ``fresh_cache()``, Inductor's helper that
+# points its caches at a new empty folder. It asserts that the FX graph cache missed and
+# never hit, and reports the wall time of the calls that compiled a graph. It then
+# compares the outputs of ``n_check`` batches spread over the stream with a float64
+# copy of the model, and times one pass over those batches with ``time_and_busy``:
+# tokens per second counts real tokens only. With ``fullgraph=True`` every strategy must
+# compile the model as one graph, without breaks. ``matmul_flops`` counts the work of a
+# pass from its shapes, padding included, for ``explain_slower``.
+
+model64 = copy.deepcopy(model).double()
+check_ids = list(range(0, n_steps, n_steps // n_check))
+with torch.no_grad():
+    refs = [model64(make_batch(i)) for i in check_ids]
+
+
+def matmul_flops(B, T):
+    """FLOPs of the model's matrix products on a B x T batch: linear layers, attention."""
+    linear = B * T * (24 * d_model**2 * n_layer + 2 * d_model * VOCAB)
+    return linear + 4 * B * T**2 * d_model * n_layer  # QK^T and AV, all heads
+
+
+def infer(fn, x, cudagraphs):
+    if cudagraphs:  # outputs of the previous call may now be overwritten
+        torch.compiler.cudagraph_mark_step_begin()
+    return fn(x)
+
+
+def serve(name, fn, bucketed=False, mark=False, cudagraphs=False):
+    torch._dynamo.reset()  # nothing compiled, automatic dynamic forgotten
+    counters.clear()
+    compile_s, computed = 0.0, 0
+    with torch._inductor.utils.fresh_cache(), torch.no_grad():
+        for i in range(n_steps):
+            x = make_batch(i, bucketed, mark)
+            graphs, start = counters["stats"]["unique_graphs"], time.perf_counter()
+            infer(fn, x, cudagraphs)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            if counters["stats"]["unique_graphs"] > graphs:
+                compile_s += time.perf_counter() - start
+            computed += x.numel()
+        graphs = counters["stats"]["unique_graphs"]
+        if fn is not model:  # a cold compile: misses, no hits, one graph per compile
+            assert counters["inductor"]["fxgraph_cache_hit"] == 0
+            assert counters["inductor"]["fxgraph_cache_miss"] > 0 and graphs > 0
+            assert sum(counters["graph_break"].values()) == 0
+        xs = [make_batch(i, bucketed, mark) for i in check_ids]
+        outs = [
+            infer(fn, x, cudagraphs)[:, : r.shape[1]].double() for x, r in zip(xs, refs)
+        ]
+        err = max(
+            ((o - r).abs().max() / r.abs().max()).item() for o, r in zip(outs, refs)
+        )
+        assert err < 1e-4, f"{name}: error {err:.1e} against float64"
+        # A pass keeps no outputs: the next CUDA-graph replay may overwrite them.
+        one_pass = lambda: [infer(fn, x, cudagraphs).shape for x in xs]  # noqa: E731
+        one_pass()  # a CUDA graph records at its second call
+        ms, busy = time_and_busy(one_pass)
+    assert counters["stats"]["unique_graphs"] == graphs, "compiled while timing"
+    recorded = compilation_time_metrics.get("CUDAGraphNode.record", [])  # since reset
+    row = dict(name=name, graphs=graphs, compile_s=compile_s, ms=ms, busy=busy, err=err)
+    row["cuda graphs"] = f"{len(recorded)} in {sum(recorded):.1f} s"
+    row["tok/s"] = int(seq_lens[check_ids].sum()) / ms * 1e3
+    row["tokens"] = sum(x.numel() for x in xs)  # in one pass, padding included
+    row["flops"] = sum(matmul_flops(*x.shape) for x in xs)
+    row["padding"] = 1 - int(seq_lens.sum()) / computed  # over the whole stream
+    return row
+
+
+# The first Inductor compile in a process also starts its compile workers and imports
+# its code generators: a throwaway compile pays for that here, outside the table.
+with torch._inductor.utils.fresh_cache():
+    torch.compile(F.gelu)(torch.randn(8, device=device))
+rows = [serve("eager", model)]
+with captured_log(r"Recompiling|size mismatch", limit=2, recompiles=True):
+    rows.append(serve("exact shapes", torch.compile(model, fullgraph=True)))
+dynamic = torch.compile(model, fullgraph=True)
+rows.append(serve("dynamic from call 1", dynamic, mark=True))
+static = torch.compile(model, fullgraph=True, dynamic=False)
+rows.append(serve("buckets", static, bucketed=True))
+if device == "cuda":
+    graphed = torch.compile(model, fullgraph=True, mode="reduce-overhead")
+    with captured_log(r"distinct sizes", limit=1):
+        rows.append(serve("CUDA graphs, exact", graphed, cudagraphs=True))
+    graphed = torch.compile(
+        model, fullgraph=True, mode="reduce-overhead", dynamic=False
+    )
+    rows.append(serve("CUDA graphs, buckets", graphed, bucketed=True, cudagraphs=True))
+used = {next(b for b in buckets if b >= w) for w in widths.tolist()}
+assert [r["graphs"] for r in rows[:4]] == [0, 2, 1, len(used)]
+
+# %%
+# The table
+# ---------
+
+headers = ["strategy", "graphs", "compile (s)", "tokens/s", "padding", "pass (ms)"]
+if device == "cuda":
+    headers[3:3] = ["CUDA graphs"]
+    headers += ["GPU busy (ms)", "busy %", "bound"]
+headers += ["error"]
+table = []
+for r in rows:
+    row = [r["name"], r["graphs"], f"{r['compile_s']:.1f}" if r["graphs"] else "-"]
+    if device == "cuda":
+        row += [r["cuda graphs"]]
+    row += [f"{r['tok/s']:,.0f}", f"{r['padding']:.0%}", f"{r['ms']:.2f}"]
+    if device == "cuda":
+        share = r["busy"] / r["ms"]
+        row += [f"{r['busy']:.2f}", f"{share:.0%}", "GPU" if share >= 0.85 else "CPU"]
+    table.append(row + [f"{r['err']:.1e}"])
+print(f"{device_name}, torch {torch.__version__}; {n_steps} batches of {batch}")
+print(tabulate(table, headers, tablefmt="github", disable_numparse=True))
+if device == "cpu":
+    print("On a CPU there are no CUDA graphs and no separate device to be busy or")
+    print("idle: the CUDA-graph rows and the GPU columns are left out.")
+explain_slower(rows)
+
+# %%
+# The chart shows each strategy's pass over the ``n_check`` batches (on a GPU, split
+# into the time the GPU was busy and the time it sat idle) beside its cold compile time.
+
+names = [r["name"] for r in rows]
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 0.5 * len(rows) + 1.6), sharey=True)
+if device == "cuda":
+    busy = [r["busy"] for r in rows]
+    ax1.barh(names, busy, label="GPU busy")
+    idle = [max(r["ms"] - b, 0.0) for r, b in zip(rows, busy)]
+    ax1.barh(names, idle, left=busy, label="GPU idle")
+    ax1.legend()
+else:
+    ax1.barh(names, [r["ms"] for r in rows])
+ax1.invert_yaxis()
+ax1.set_xlabel(f"one pass over {n_check} batches (ms, median)")
+ax2.barh(names, [r["compile_s"] for r in rows], color="C2")
+ax2.set_xlabel("compile time, cold (s)")
+fig.suptitle(f"Serving variable-length batches, {device_name}")
+fig.tight_layout()
+plt.show()
+
+# %%
+# Reading the table
+# -----------------
+#
+# **graphs** and **compile** are what each strategy pays before it serves at full
+# speed. Exact shapes compile twice (the first width, then the dynamic graph at the
+# second), dynamic from call 1 once, buckets once per bucket the stream reaches. The
+# recompile log above names the guard that made exact shapes compile again: the
+# sequence length, index 1. A CUDA-graph row also records graphs while it serves; its
+# column gives how many and how long they took. A dynamic graph records one per distinct
+# width it meets (the second time it meets it), so its recordings go on as long as new
+# widths arrive; past ``torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit``
+# distinct sizes Inductor logs the warning printed above, if the stream got there.
+#
+# **padding** is the share of computed tokens that are padding, over the whole stream;
+# **tokens/s** counts real tokens only, so the padding a strategy computes costs it
+# throughput. What a static graph can win in exchange: kernels compiled for known sizes
+# (loop bounds and index arithmetic fixed in the code), and, with CUDA graphs, one
+# launch per graph instead of one per kernel.
+#
+# The lines after the table compare each slower strategy with the fastest, on the same
+# sequences. They split the time ratio into the work computed, in tokens and in FLOPs of
+# the matrix products (attention's grow with the square of the width, so padding costs
+# more than its share of tokens), and the time per FLOP. A time per FLOP near 1x means
+# the padding accounts for the difference; above it, each FLOP costs more, in the
+# kernels (compiled for symbolic or for fixed sizes, at a width that suits the hardware
+# more or less well) or around them (Python, guard checks, launches, which weigh more
+# on small batches). On a GPU the line goes on to split the difference into GPU work and
+# GPU idle time: idle time is the CPU's, which is what CUDA graphs remove, and a busy
+# share below 85 % means the GPU waits for the CPU. On a CPU the same cores run Python
+# and the kernels, so there is no such split: the time per FLOP is the whole measurement.
+#
+# Which strategy wins depends on the machine, the model's size and the length
+# distribution, so measure yours. The trade-offs do not: automatic dynamic costs one
+# recompile and no padding beyond each batch's longest sequence; ``mark_dynamic`` saves
+# that recompile; buckets trade padding for static kernels and a bounded number of
+# graphs; CUDA graphs record one graph per shape, so they pair with few shapes, which
+# buckets provide.
+#
+# Conclusion
+# ----------
+#
+# A compiled graph is guarded on the sizes it was compiled for. The first new size
+# recompiles it with that size symbolic, sizes 0 and 1 stay specialized, and
+# ``mark_dynamic``, ``maybe_mark_dynamic`` and ``dynamic=`` choose the symbols in
+# advance; past ``recompile_limit`` graphs a function runs eagerly, correct but slow.
+# Sizes that come from data become unbacked symbols once
+# ``capture_dynamic_output_shape_ops`` or ``capture_scalar_outputs`` is on, and
+# ``torch._check`` supplies the facts a branch on them needs. On a skewed stream of
+# batch widths, every strategy matched float64 within float32 rounding, and the table
+# measured what each costs in compile time, padding and throughput.
+#
+# Further reading
+# ---------------
+#
+# * :ref:`torch_compile_tutorial` (recompiles and graph breaks, first steps) and
+#   :ref:`debugging_tutorial` (finding what recompiles)
+# * :ref:`compiled_training_tutorial`: CUDA graphs for a whole training step
+# * `Dynamic shapes in torch.compile
+#   <https://docs.pytorch.org/docs/stable/torch.compiler_dynamic_shapes.html>`__
+# * `Dealing with recompilations
+#   <https://docs.pytorch.org/docs/stable/compile/programming_model.recompilation.html>`__
+# * `CUDA graph trees, behind mode="reduce-overhead"
+#   <https://docs.pytorch.org/docs/stable/torch.compiler_cudagraph_trees.html>`__
+# * `Backed vs unbacked symbolic integers
+#   <https://docs.pytorch.org/docs/main/compile/dynamic_shapes_backed_unbacked.html>`__
+#   and `the core concepts of dynamic shapes
+#   <https://docs.pytorch.org/docs/main/compile/dynamic_shapes_core_concepts.html>`__
+
+# sphinx_gallery_thumbnail_number = 1
