@@ -80,7 +80,7 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cuda":
     device_name = torch.cuda.get_device_name()
     # PyTorch's default float32 matmuls; Inductor's hint to enable TF32 is about speed only.
-    warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
+    warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
     batch, width, blocks = 64, 1024, 4  # blocks per stage
     CLIP = 5e-4  # the hooks' clamp: the larger model has smaller gradients
 else:

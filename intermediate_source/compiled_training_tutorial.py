@@ -89,7 +89,7 @@ print(
 )
 # PyTorch's default float32 matmul precision (no TF32) is kept on purpose; Inductor's
 # advice to turn TF32 on is about speed, not about this lesson.
-warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
+warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
 # Compiling ``Optimizer.step`` logs once that the profiler range around it is left out of
 # the graph: a note about profiling, not about this lesson.
 for name in ["torch._dynamo.variables.torch", "torch._dynamo.variables.ctx_manager"]:

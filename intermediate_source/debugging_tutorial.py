@@ -65,7 +65,11 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import warnings
 from pathlib import Path
+
+# A note from torch.profiler about reusing a profiler: each one here runs once.
+warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
 
 # torch.profiler's tracing library (Kineto) logs each start and stop, and on a machine
 # without a GPU an error line; level 6 keeps it quiet (set before importing torch).
@@ -568,12 +572,14 @@ plt.show()
 # what. ``prof`` holds three steps of the model as written, recorded above;
 # ``prof.key_averages().table(sort_by=..., row_limit=6)`` prints its top operators with
 # all of the profiler's columns, and we keep three, per step, and wrap long names rather
-# than cut them. On a GPU the rows are sorted by the GPU's time in each
-# (``"self_cuda_time_total"``): kernels, and the operators that launched them. On a CPU
-# there is no device time: they are sorted by self CPU time.
+# than cut them. We keep the operators (the kernels appear in the trace below) and leave
+# out our own ``training step`` range. On a GPU the rows are sorted by the GPU time of the
+# kernels each operator launched (``"self_cuda_time_total"``); on a CPU, by self CPU time.
 
 key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
-top = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)[:6]
+ops = [e for e in prof.key_averages() if e.device_type.name == "CPU"]
+ops = [e for e in ops if e.key != "training step"]  # operators, not our own range
+top = sorted(ops, key=lambda e: getattr(e, key), reverse=True)[:6]
 headers = ["operator", "calls", "self CPU (ms)", "self GPU (ms)"]
 table = []
 for e in top:
@@ -584,14 +590,12 @@ print(f"compiled model as written, per step (3 steps profiled), sorted by {key}:
 print(tabulate(table, headers[: len(table[0])], "github", disable_numparse=True))
 
 # %%
-# How to read the names. ``training step`` is our range around each step; its own time is
-# what no operator on its thread accounts for, such as Python. ``Torch-Compiled Region:
+# How to read the names. ``Torch-Compiled Region:
 # 1/0`` spans a compiled frame (with its compile id), ``TorchDynamo Cache Lookup`` is the
 # guard check, ``CompiledFunction`` and ``CompiledFunctionBackward`` are AOTAutograd's
 # wrappers, and ``## Call CompiledFxGraph <hash> ##`` runs the code Inductor generated for
 # a graph. ``aten::`` rows are PyTorch operators, eager or called from a graph (matrix
-# multiplications). On a GPU, ``triton_`` kernels are Inductor's; others are cuBLAS's or
-# eager operators'.
+# multiplications).
 #
 # **The trace.** ``prof.export_chrome_trace`` writes the same steps as a timeline into the
 # report folder below: `profiler trace of this page's run
@@ -743,7 +747,8 @@ shutil.rmtree(debug_root, ignore_errors=True)
 # * `tlparse <https://github.com/meta-pytorch/tlparse>`__, `torch.profiler
 #   <https://docs.pytorch.org/docs/stable/profiler.html>`__, `Perfetto
 #   <https://ui.perfetto.dev>`__
-# * `Dynamic shapes <https://docs.pytorch.org/docs/stable/torch.compiler_dynamic_shapes.html>`__
+# * :ref:`dynamic_shapes_tutorial`: why a model recompiles for new sizes, and what a
+#   variable-length workload should do about it, measured
 # * `torch._logging.set_logs
 #   <https://docs.pytorch.org/docs/stable/generated/torch._logging.set_logs.html>`__
 

@@ -81,7 +81,7 @@ else:
 N_HEAD, VOCAB = 4, 512
 print(f"torch {torch.__version__}, {device_name}: {n_layer} layers, width {d_model}")
 # PyTorch's default float32 matmul precision (no TF32) is kept on purpose.
-warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
+warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
 
 # %%
 # Helpers

@@ -70,6 +70,10 @@ import os
 import re
 import statistics
 import time
+import warnings
+
+# A note from torch.profiler about reusing a profiler: each one here runs once.
+warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
 
 # torch.profiler's tracing library (Kineto) prints notes on each start and stop, and on a
 # machine without a GPU an error line about it; level 6 keeps its own log quiet.

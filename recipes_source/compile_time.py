@@ -99,7 +99,7 @@ make_model = namespace["make_model"]
 device = "cuda" if torch.cuda.is_available() else "cpu"
 # The page keeps PyTorch's default float32 matmul precision; Inductor's hint to turn on
 # TF32 is about speed, not about compile time.
-warnings.filterwarnings("ignore", message=".*TensorFloat32 tensor cores.*")
+warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
 if device == "cuda":
     device_name = torch.cuda.get_device_name()
     WIDTH, HEADS, LAYERS, BATCH, SEQ = 1024, 16, 8, 8, 512

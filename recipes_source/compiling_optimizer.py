@@ -52,6 +52,7 @@ import functools
 import logging
 import statistics
 import time
+import warnings
 
 import matplotlib.pyplot as plt
 import torch
@@ -59,6 +60,9 @@ from tabulate import tabulate
 from torch._dynamo.utils import counters
 from torch._inductor.utils import fresh_cache
 from torch.profiler import ProfilerActivity, profile
+
+# A note from torch.profiler about reusing a profiler: each one here runs once.
+warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
 
 LR = 1e-3
 device = "cuda" if torch.cuda.is_available() else "cpu"

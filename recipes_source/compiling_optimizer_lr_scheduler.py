@@ -49,6 +49,7 @@ import logging
 import re
 import statistics
 import time
+import warnings
 
 import matplotlib.pyplot as plt
 import torch
@@ -58,6 +59,9 @@ from torch._dynamo.utils import counters
 from torch._inductor.utils import fresh_cache
 from torch.optim.lr_scheduler import LinearLR, OneCycleLR
 from torch.profiler import ProfilerActivity, profile
+
+# A note from torch.profiler about reusing a profiler: each one here runs once.
+warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -99,11 +103,9 @@ print(f"learning rate after {N_STEPS} steps: {opt.param_groups[0]['lr'].item():.
 #
 # ``train`` repeats that loop from a fresh start (``torch._dynamo.reset()`` drops
 # compiled code, so no run inherits another's) and records, after every step, the
-# learning rate and the number of graphs Dynamo has compiled
-# (``counters["stats"]["unique_graphs"]``). Gradients come from a seeded generator, so
-# runs can be compared value for value. ``backend="eager"`` runs Dynamo without code
-# generation: guards are decided before any backend is called, so the counts match
-# Inductor's at a fraction of the cost.
+# learning rate and the graphs Dynamo has compiled (``counters["stats"]["unique_graphs"]``),
+# with seeded gradients. ``backend="eager"`` runs Dynamo without code generation: guards
+# are decided before any backend is called, so the counts match Inductor's, cheaply.
 #
 # ``RecompileLog`` keeps the lines that matter of the recompile log
 # (``torch._logging.set_logs(recompiles=True)``). ``step_and_busy`` times six windows of
@@ -166,7 +168,6 @@ def step_and_busy(step, steps=10):
     """Median step time, GPU busy time per step (None on a CPU) and spread, in ms."""
     count, windows, busy = counters["frames"]["total"], [], None
     for _ in range(6):  # windows of `steps` back-to-back calls, without the profiler
-        sync()
         start = time.perf_counter()
         for _ in range(steps):
             step()
@@ -328,12 +329,11 @@ gpu = ["GPU busy (ms)", "busy %", "bound"] if device == "cuda" else []
 rows = [["compiled, first call (cold compile)", compiled["seconds"][0] * 1e3]]
 rows[0] += ["-"] * len(gpu)
 for name, (t, busy, _) in times.items():
-    share = None if busy is None else 100 * busy / t
-    gpu_cells = [] if busy is None else [busy, share, "GPU" if share >= 85 else "CPU"]
+    gpu_cells = [] if busy is None else [f"{busy:.3f}", f"{100 * busy / t:.0f}"]
+    gpu_cells += ["GPU" if busy >= 0.85 * t else "CPU"] if gpu_cells else []
     rows.append([f"{name}, steady state", t, *gpu_cells])
 print(f"{device}, torch {torch.__version__}, MLP {WIDTH}-{HIDDEN}-{WIDTH}, medians")
-fmt = [".3f", ".3f", ".3f", ".0f"]
-print(tabulate(rows, ["Adam step", "time (ms)", *gpu], "github", fmt))
+print(tabulate(rows, ["Adam step", "time (ms)", *gpu], "github", ".3f"))
 if device == "cpu":
     print("On a CPU there is no separate device to be busy or idle: no GPU columns.")
 explain_slower("compiled", times, "eager")

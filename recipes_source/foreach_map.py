@@ -55,6 +55,7 @@ import functools
 import re
 import statistics
 import time
+import warnings
 
 import matplotlib.pyplot as plt
 import torch
@@ -63,6 +64,9 @@ from torch._dynamo.utils import counters
 from torch._higher_order_ops.foreach_map import foreach_map
 from torch._inductor.utils import run_and_get_code
 from torch.profiler import ProfilerActivity, profile
+
+# A note from torch.profiler about reusing a profiler: each one here runs once.
+warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
