@@ -437,8 +437,6 @@ shutil.rmtree(work_dir, ignore_errors=True)  # the script, the artifacts, the ca
 # Further reading
 # ---------------
 #
-# * :ref:`export_aoti_tutorial` goes one step further: ``torch.export`` and AOTInductor
-#   build a package that a fresh process runs without compiling, timed against artifacts.
 # * `Compile time caching in torch.compile
 #   <https://docs.pytorch.org/tutorials/recipes/torch_compile_caching_tutorial.html>`__
 # * `torch.compiler.save_cache_artifacts
