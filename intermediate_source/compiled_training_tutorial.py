@@ -81,7 +81,7 @@ if device == "cuda":
     device_name = torch.cuda.get_device_name()
 else:
     n_layer, d_model, n_head, seq_len, batch = 2, 64, 4, 64, 16
-    device_name = f"CPU, {torch.get_num_threads()} threads"
+    device_name = f"CPU, threads: {torch.get_num_threads()}"
 VOCAB, N_CHECK, LR, CLIP = 128, 10, 3e-3, 1.0
 print(
     f"torch {torch.__version__} on {device_name}: {n_layer} layers, d_model {d_model}, "

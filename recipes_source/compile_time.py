@@ -104,7 +104,7 @@ if device == "cuda":
     device_name = torch.cuda.get_device_name()
     WIDTH, HEADS, LAYERS, BATCH, SEQ = 1024, 16, 8, 8, 512
 else:
-    device_name = f"CPU, {torch.get_num_threads()} threads"
+    device_name = f"CPU, threads: {torch.get_num_threads()}"
     WIDTH, HEADS, LAYERS, BATCH, SEQ = 32, 4, 3, 4, 32  # no CUDA GPU: a smaller model
 print(f"torch {torch.__version__} on {device} ({device_name})")
 print(f"{LAYERS} blocks, width {WIDTH}, {HEADS} heads; input {BATCH} x {SEQ}")

@@ -77,7 +77,7 @@ if device == "cuda":
     device_name = torch.cuda.get_device_name()
 else:
     LAYERS, WIDTHS = 4, [512, 1024, 2048]
-    device_name = f"CPU, {torch.get_num_threads()} threads"
+    device_name = f"CPU, threads: {torch.get_num_threads()}"
 print(
     f"{device_name}: {LAYERS} Linear layers of widths {WIDTHS}, torch {torch.__version__}"
 )

@@ -77,7 +77,7 @@ if device == "cuda":
     depth = max(1, min(16, int(0.8 * free_bytes / 40 / (4096 * 4097))))
     shapes = [(2048, 8), (4096, depth)]  # (width, depth) of the Linear stacks
 else:
-    device_name = f"CPU, {torch.get_num_threads()} threads"
+    device_name = f"CPU, threads: {torch.get_num_threads()}"
     shapes = [(256, 4), (2048, 4)]
 print(
     f"{device_name}, torch {torch.__version__}, Linear stacks (width, depth): {shapes}"

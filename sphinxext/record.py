@@ -11,7 +11,7 @@ on the page and gathers the records into the build report.
 import time
 from pathlib import Path
 
-from sphinxext import memory
+from sphinxext import memory, profiling
 from tools import gallery
 
 _started = {}  # fname -> (clock, environment)
@@ -32,6 +32,7 @@ def record_run(gallery_conf, fname, when):
         facts = gallery.machine()
         env = gallery.environment(label, facts)
         memory.start_example(memory.kind_for(gallery.run_device(facts, label)["gpus"]))
+        profiling.start_example()
         _started[fname] = (time.perf_counter(), env)
         return
     start, env = _started.pop(fname)
@@ -52,5 +53,6 @@ def record_run(gallery_conf, fname, when):
         peak_memory_mib=None if peak is None else round(peak, 1),
         peak_memory_kind=None if peak is None else memory.kind(),
         how="build",
+        profiler_seconds=round(profiling.example_seconds(), 2),
     )
     gallery.write_record(page.with_suffix(gallery.RECORD_SUFFIX), record)

@@ -47,8 +47,11 @@ def test_build_report_covers_every_tutorial(built_site):
             "passed",
             "peak_memory_kind",
             "cpu_path_on",
+            "profiler_seconds",
         ):
             assert key in record, key
+        # Seconds under torch.profiler, in the build process.
+        assert record["profiler_seconds"] >= 0
 
 
 # --- what a reader sees on a CPU build and on the index (issues 37 and 32) ------------------

@@ -186,6 +186,9 @@ class RunRecord:
     # The machine's GPUs ("1 x NVIDIA H100 80GB HBM3") when the tutorial took its CPU path
     # on a machine with GPUs (too few for it); the device is then the CPU. None otherwise.
     cpu_path_on: str | None = None
+    # Seconds the page spent under torch.profiler in the build process (sphinxext.profiling):
+    # starting it, the profiled steps, reading its events. None: not measured (tools.verify).
+    profiler_seconds: float | None = None
 
     @classmethod
     def from_dict(cls, data):
