@@ -208,9 +208,12 @@ TOLERANCE = {"float32": (1e-4, 1e-4), "bfloat16": (1e-2, 5e-2)}  # loss, gradien
 # ``measure`` runs inside every rank. It times ``steps`` back-to-back training steps,
 # five times over, without the profiler (on GPUs up to a ``torch.cuda.synchronize``),
 # and keeps the median time per step and the **spread** of the five (their
-# interquartile range), which the tables print beside it. The caches stay warm from one step to the next, as in training
-# (``triton.testing.do_bench`` would flush the L2 cache before each call instead). Then
-# ``torch.profiler`` records the same loop again, once per kind of activity:
+# interquartile range), which the tables print beside it. The caches stay warm from
+# one step to the next, as in training (``triton.testing.do_bench`` would flush the L2
+# cache before each call instead). Then ``torch.profiler`` records the same loop again,
+# once per kind of activity, for fewer steps: reading a profile's events in Python takes
+# time in proportion to their number, and one step of FSDP2 holds thousands of them on
+# the CPU side. So the GPU profile covers half the steps, the CPU profile one step.
 #
 # * On GPUs, the kernels. The **GPU busy time** is the time during which at least one
 #   kernel runs: the union of their intervals, so that an NCCL kernel running beside a
@@ -255,12 +258,13 @@ def measure(step, dev, steps):
     prefixes = {"guards": "TorchDynamo", "hooks": "FSDP::", "opt": "Optimizer.step"}
     profiling = time.perf_counter()
     for activity in [ProfilerActivity.CUDA] * cuda + [ProfilerActivity.CPU]:
+        gpu_side = activity == ProfilerActivity.CUDA
+        n = max(1, steps // 2) if gpu_side else 1
         with profile(activities=[activity]) as prof:
-            for _ in range(steps):
+            for _ in range(n):
                 step()
             if cuda:
                 torch.cuda.synchronize()
-        gpu_side = activity == ProfilerActivity.CUDA
         spans = {k: [] for k in (["busy", "compute"] if gpu_side else prefixes)}
         # Kernels count in the CUDA profile, the CPU's ranges in the CPU profile.
         for e in prof.events():
@@ -272,7 +276,7 @@ def measure(step, dev, steps):
         for k, intervals in spans.items():  # the length of their union, in us
             out[k], reach = 0.0, float("-inf")
             for s, e in sorted(intervals):
-                out[k] += max(0.0, e - max(s, reach)) / steps / 1e3
+                out[k] += max(0.0, e - max(s, reach)) / n / 1e3
                 reach = max(reach, e)
     if cuda:
         out["exposed"] = out["busy"] - out.pop("compute")

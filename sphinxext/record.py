@@ -33,9 +33,9 @@ def record_run(gallery_conf, fname, when):
         env = gallery.environment(label, facts)
         memory.start_example(memory.kind_for(gallery.run_device(facts, label)["gpus"]))
         profiling.start_example()
-        _started[fname] = (time.perf_counter(), env)
+        _started[fname] = (time.perf_counter(), env, label)
         return
-    start, env = _started.pop(fname)
+    start, env, label = _started.pop(fname)
     seconds = time.perf_counter() - start
     page = tutorial.generated(gallery_conf["src_dir"])
     source = gallery.checksum(page.with_suffix(".py"))  # the copy that just ran
@@ -53,6 +53,9 @@ def record_run(gallery_conf, fname, when):
         peak_memory_mib=None if peak is None else round(peak, 1),
         peak_memory_kind=None if peak is None else memory.kind(),
         how="build",
-        profiler_seconds=round(profiling.example_seconds(), 2),
+        # A multi-GPU page profiles inside the worker processes it starts: not seen here.
+        profiler_seconds=None
+        if label == gallery.MULTI_GPU
+        else round(profiling.example_seconds(), 2),
     )
     gallery.write_record(page.with_suffix(gallery.RECORD_SUFFIX), record)

@@ -51,7 +51,10 @@ def test_build_report_covers_every_tutorial(built_site):
         ):
             assert key in record, key
         # Seconds under torch.profiler, in the build process.
-        assert record["profiler_seconds"] >= 0
+        if record["source"].endswith("distributed_compile_tutorial.py"):
+            assert record["profiler_seconds"] is None  # its workers profile
+        else:
+            assert record["profiler_seconds"] >= 0
 
 
 # --- what a reader sees on a CPU build and on the index (issues 37 and 32) ------------------

@@ -187,7 +187,8 @@ class RunRecord:
     # on a machine with GPUs (too few for it); the device is then the CPU. None otherwise.
     cpu_path_on: str | None = None
     # Seconds the page spent under torch.profiler in the build process (sphinxext.profiling):
-    # starting it, the profiled steps, reading its events. None: not measured (tools.verify).
+    # starting it, the profiled steps, reading its events. None: not measured (tools.verify,
+    # and a multi-GPU page, whose workers profile).
     profiler_seconds: float | None = None
 
     @classmethod
