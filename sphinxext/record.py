@@ -14,7 +14,7 @@ from pathlib import Path
 from sphinxext import memory, profiling
 from tools import gallery
 
-_started = {}  # fname -> (clock, environment)
+_started = {}  # fname -> (clock, environment, runner label)
 
 
 def _tutorial(gallery_conf, fname):
