@@ -1,22 +1,26 @@
-"""Peak memory of each page, for sphinx-gallery's ``show_memory`` and the run records.
+"""What a reader needs free to run each page, for sphinx-gallery's ``show_memory`` and the
+run records.
 
 sphinx-gallery calls :class:`PeakMemory` (an instance, named in conf.py) once with a no-op
 when an example starts and then around every code block; a page's footer shows the largest
 block value less the starting one. The run record (``sphinxext.record``) reads the same
-number here (:func:`example_peak_mib`). What the values measure is chosen per example by
-``sphinxext.record`` (:func:`start_example`), from the device the page runs on:
+numbers here (:func:`example_peak_mib`, :func:`example_gpu_peak_mib`). What they measure is
+chosen per example by ``sphinxext.record`` (:func:`start_example`):
 
-* ``"cuda"``: the page runs on this process's GPU: the peak of PyTorch's CUDA allocator.
-* ``"rss-peak"``: the page runs on the CPU: the peak resident set of this process during each
-  block (the kernel's high-water mark, VmHWM, reset before the block by writing 5 to
-  /proc/self/clear_refs), plus the peak of each process the page started that ended during
-  the block (its own VmHWM, read every 50 ms). A peak, not the growth of the process's
-  lifetime peak: that only grows, so a page needing less than an earlier one read 0.
-* ``"rss-sampled"``: the same where the mark cannot be reset: the resident set read every
-  20 ms by a thread.
-* None, not measured: the page's work runs on several GPUs in other processes (the
-  multi-GPU page's NCCL path), or this system has no /proc to read. Every value is then
-  NaN and the footer says "not measured" (:func:`setup`), never a made-up 0.
+* Host memory, ``"pss"``: while a block runs, a thread sums every ``_SAMPLE_S`` seconds the
+  proportional set size (``Pss`` of /proc/<pid>/smaps_rollup) of this process and of every
+  process the page has started and that is alive at that moment, and keeps the largest sum.
+  A page's peak is that total less this process's own at the page's start: what the page
+  added. Proportional set size splits a page of memory shared by several processes (the
+  libraries every process that imports torch maps, pages a forked child shares with its
+  parent) among them, so the sum counts it once; processes that run one after another are
+  never added together. ``"rss-sampled"``: the same with resident sets, where a kernel has
+  no smaps_rollup (shared pages then count once per process: an over-estimate).
+* GPU memory, on a page that runs on this process's GPU: the peak of PyTorch's CUDA
+  allocator during the page (:func:`example_gpu_peak_mib`), shown after the host figure in
+  the footer. A multi-GPU page's GPUs are used by its worker processes: not measured.
+* None, not measured: this system has no /proc to read. Every value is then NaN and the
+  footer says "not measured" (:func:`setup`), never a made-up 0.
 
 The object holds no state (it is pickled to the workers of ``make html JOBS=2``, each of
 which measures its own examples); the state of the running example is this module's, per
@@ -27,29 +31,32 @@ import math
 import os
 import re
 import threading
+import time
 from pathlib import Path
 
-_PROC = Path("/proc/self")
-# Seconds between two reads: of this process's resident set where its high-water mark
-# cannot be reset, and otherwise of the processes a page started.
+from tools import gallery
+
+# Seconds between two samples at least; a sample that takes long (a large process) stretches
+# the gap to ten times its own duration, so that sampling takes under a tenth of a core.
 _SAMPLE_S = 0.02
-_CHILDREN_S = 0.05
 _FOOTER = re.compile(r"(\*\*Estimated memory usage:\*\*)\s+nan MB")
+_FOOTER_MB = re.compile(r"(\*\*Estimated memory usage:\*\*\s+[\d.]+ MB)")
 _TIMES_ROW = re.compile(r"\bnan MB\b")
 
 
 class _Example:
     """The running example: what it measures, and its values so far."""
 
-    def __init__(self, kind):
+    def __init__(self, kind, gpu=False):
         self.kind = kind
+        self.gpu = gpu and _cuda() is not None
         self.base = None  # the first value (sphinx-gallery's no-op call)
         self.peak = None
-        self.known = set(_descendants()) if kind and kind.startswith("rss") else set()
+        self.gpu_peak = None
+        self.gpu_base = None
 
 
 _example = None
-_hwm_works = None  # whether /proc/self/clear_refs resets VmHWM here; found on first use
 
 
 def _cuda():
@@ -61,37 +68,22 @@ def _cuda():
     return None
 
 
-def _status_mib(field, pid="self"):
-    """A "VmHWM"/"VmRSS" line of /proc/<pid>/status in MiB; None if unreadable."""
+def _field_mib(path, field):
+    """The ``field:`` line (kB) of a /proc file, in MiB; None if unreadable."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(path) as f:
             for line in f:
                 if line.startswith(field + ":"):
-                    return int(line.split()[1]) / 1024  # kB
+                    return int(line.split()[1]) / 1024
     except (OSError, ValueError, IndexError):
         pass
     return None
 
 
-def _reset_hwm():
-    """Reset this process's peak resident set to its current one; False where unsupported."""
-    try:
-        with open(_PROC / "clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        return False
-    return True
-
-
-def _hwm_resets():
-    global _hwm_works
-    if _hwm_works is None:
-        _hwm_works = False
-        if _reset_hwm():
-            hwm, rss = _status_mib("VmHWM"), _status_mib("VmRSS")
-            # Right after a reset the mark is the current resident set (within a page).
-            _hwm_works = hwm is not None and rss is not None and hwm - rss < 4
-    return _hwm_works
+def _process_mib(kind, pid="self"):
+    if kind == "pss":
+        return _field_mib(f"/proc/{pid}/smaps_rollup", "Pss")
+    return _field_mib(f"/proc/{pid}/status", "VmRSS")
 
 
 def _trim():
@@ -125,50 +117,46 @@ def _descendants(pid=None):
     return found
 
 
+def total_mib(kind):
+    """This process's memory and that of every process below it, now (MiB)."""
+    own = _process_mib(kind) or 0.0
+    return own + sum(_process_mib(kind, pid) or 0.0 for pid in _descendants())
+
+
+def host_kind():
+    if _process_mib("pss") is not None:
+        return "pss"
+    return "rss-sampled" if _process_mib("rss-sampled") is not None else None
+
+
 def default_kind():
-    """What to measure where no sphinxext.record said: this process's GPU if it has one."""
-    return rss_kind() if _cuda() is None else "cuda"
-
-
-def rss_kind():
-    if _status_mib("VmRSS") is None:
-        return None
-    return "rss-peak" if _hwm_resets() else "rss-sampled"
+    return host_kind()
 
 
 def kind_for(gpus):
-    """The kind of measure for a page that uses ``gpus`` GPUs (tools.gallery.run_device):
-    0: the resident set; 1: the CUDA allocator; more: not measured (other processes)."""
-    if gpus == 0:
-        return rss_kind()
-    return "cuda" if gpus == 1 and _cuda() is not None else None
+    """(host kind, whether to follow this process's GPU) for a page on ``gpus`` GPUs
+    (tools.gallery.run_device): the GPU of a multi-GPU page is its workers'."""
+    return host_kind(), gpus == 1
 
 
 class _Watch:
-    """A thread that follows, while a block runs, this process's resident set (where its
-    high-water mark cannot be reset) and the peak of every process the page started."""
+    """A thread that samples the total while a block runs and keeps its largest value."""
 
-    def __init__(self, example, sample_own):
-        self.example = example
-        self.sample_own = sample_own
-        self.own = _status_mib("VmRSS") or 0.0
-        self.children = {}  # pid -> its latest high-water mark (MiB)
+    def __init__(self, kind):
+        self.kind = kind
+        self.peak = total_mib(kind)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _look(self):
-        if self.sample_own:
-            self.own = max(self.own, _status_mib("VmRSS") or 0.0)
-        for pid in _descendants():
-            if pid not in self.example.known:
-                hwm = _status_mib("VmHWM", pid)
-                if hwm is not None:
-                    self.children[pid] = max(hwm, self.children.get(pid, 0.0))
+        start = time.perf_counter()
+        self.peak = max(self.peak, total_mib(self.kind))
+        return time.perf_counter() - start
 
     def _run(self):
-        interval = _SAMPLE_S if self.sample_own else _CHILDREN_S
-        while not self.stop.wait(interval):
-            self._look()
+        wait = _SAMPLE_S
+        while not self.stop.wait(wait):
+            wait = max(_SAMPLE_S, 10 * self._look())
 
     def __enter__(self):
         self.thread.start()
@@ -179,27 +167,19 @@ class _Watch:
         self.thread.join()
         self._look()
 
-    def ended_children_mib(self):
-        """The peaks of the page's processes that have ended; those still running stay
-        followed (into the next block) and are left out."""
-        alive = set(_descendants())
-        return sum(peak for pid, peak in self.children.items() if pid not in alive)
-
 
 def _measure(example, func):
-    kind = example.kind
-    if kind is None:
+    if example.kind is None:
         return math.nan, func()
-    if kind == "cuda":
-        cuda = _cuda()
+    cuda = _cuda() if example.gpu else None
+    if cuda is not None:
         cuda.reset_peak_memory_stats()
+    with _Watch(example.kind) as watch:
         out = func()
-        return cuda.max_memory_allocated() / 2**20, out
-    hwm = kind == "rss-peak" and _reset_hwm()
-    with _Watch(example, sample_own=not hwm) as watch:
-        out = func()
-    own = _status_mib("VmHWM") if hwm else watch.own
-    return own + watch.ended_children_mib(), out
+    if cuda is not None:
+        gpu = cuda.max_memory_allocated() / 2**20
+        example.gpu_peak = max(example.gpu_peak or 0.0, gpu)
+    return watch.peak, out
 
 
 class PeakMemory:
@@ -211,12 +191,14 @@ class PeakMemory:
         """Run ``func`` and return ``(peak MiB, result)``, as sphinx-gallery expects."""
         global _example
         if _example is None:  # no sphinxext.record before it (a bare configuration)
-            _example = _Example(default_kind())
-        if _example.base is None and _example.kind and _example.kind.startswith("rss"):
+            _example = _Example(default_kind(), gpu=True)
+        first = _example.base is None
+        if first and _example.kind:
             _trim()  # the example's first call (sphinx-gallery's no-op): its baseline
         peak, out = _measure(_example, func)
-        if _example.base is None:
+        if first:
             _example.base = peak
+            _example.gpu_base = _example.gpu_peak
         if _example.peak is None or peak > _example.peak:
             _example.peak = peak
         return peak, out
@@ -231,20 +213,20 @@ class PeakMemory:
         return hash(PeakMemory)
 
 
-def start_example(kind):
-    """A new example starts; measure it as ``kind`` (:func:`kind_for`)."""
+def start_example(spec):
+    """A new example starts; measure it as ``spec`` says (:func:`kind_for`)."""
     global _example
-    _example = _Example(kind)
+    _example = _Example(*spec)
 
 
 def kind():
-    """What the running example's peak measures, as its run record names it."""
+    """What the running example's host figure measures, as its run record names it."""
     return _example.kind if _example is not None else default_kind()
 
 
 def example_peak_mib():
-    """The running example's peak above its start, as its footer shows it; None when not
-    measured."""
+    """The running example's host memory above its start, as its footer shows it; None when
+    not measured."""
     if _example is None or _example.kind is None or _example.peak is None:
         return None
     if math.isnan(_example.peak):
@@ -252,16 +234,31 @@ def example_peak_mib():
     return max(0.0, _example.peak - _example.base)
 
 
-def _not_measured(app, docname, source):
-    """sphinx-gallery formats a NaN peak as "nan MB": say what it means."""
-    if "nan MB" not in source[0]:
-        return
+def example_gpu_peak_mib():
+    """The running example's peak of the CUDA allocator above its start; None when the page
+    ran on no GPU of this process."""
+    if _example is None or _example.gpu_peak is None:
+        return None
+    return max(0.0, _example.gpu_peak - (_example.gpu_base or 0.0))
+
+
+def _footer(app, docname, source):
+    """sphinx-gallery formats a NaN peak as "nan MB": say what it means; after the host
+    figure, the GPU's, from the page's run record (written before Sphinx reads the page)."""
     if docname.endswith("sg_execution_times"):
         source[0] = _TIMES_ROW.sub("not measured", source[0])
-    else:
-        source[0] = _FOOTER.sub(r"\1 not measured", source[0])
+        return
+    source[0] = _FOOTER.sub(r"\1 not measured", source[0])
+    record = Path(app.srcdir, docname + gallery.RECORD_SUFFIX) if app else None
+    if record is None or not record.is_file():
+        return
+    gpu = gallery.read_record(record).gpu_peak_memory_mib
+    if gpu is not None:
+        source[0] = _FOOTER_MB.sub(
+            rf"\1 of host memory, {gpu:.0f} MB of GPU memory", source[0]
+        )
 
 
 def setup(app):
-    app.connect("source-read", _not_measured)
+    app.connect("source-read", _footer)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

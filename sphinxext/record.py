@@ -43,6 +43,7 @@ def record_run(gallery_conf, fname, when):
     md5 = page.with_suffix(".py.md5")
     passed = md5.is_file() and md5.read_text().strip() == source
     peak = memory.example_peak_mib()
+    gpu_peak = memory.example_gpu_peak_mib()
     record = gallery.RunRecord(
         source=tutorial.source,
         checksum=source,
@@ -52,6 +53,7 @@ def record_run(gallery_conf, fname, when):
         seconds=round(seconds, 2),
         peak_memory_mib=None if peak is None else round(peak, 1),
         peak_memory_kind=None if peak is None else memory.kind(),
+        gpu_peak_memory_mib=None if gpu_peak is None else round(gpu_peak, 1),
         how="build",
         # A multi-GPU page profiles inside the worker processes it starts: not seen here.
         profiler_seconds=None

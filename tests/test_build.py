@@ -159,6 +159,52 @@ def test_a_cpu_page_has_no_column_of_dashes(built_site):
     assert bad == [], "columns holding only '-' on the CPU:\n" + "\n".join(bad)
 
 
+# A printed line that calls a row slower either says the gap is within the spread of the
+# timings or names at least one measured part that grew, in ms (issue 41).
+SLOWER = re.compile(r"\bslower\b", re.IGNORECASE)
+WITHIN = re.compile(r"within the spread", re.IGNORECASE)
+PART = re.compile(r"[A-Za-z_:#\]\)][^;:]*?\s[+-]\d+\.\d+ ms")
+
+
+def slower_lines_without_a_cause(text):
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if SLOWER.search(line) and not WITHIN.search(line) and not PART.search(line)
+    ]
+
+
+def test_the_slower_line_rule_can_fail():
+    ok = (
+        "compiled vs eager: 0.443 vs 0.128 ms (+0.315 ms), slower beyond the spread. "
+        "Self CPU time per step that grew most: TorchDynamo Cache Lookup +0.120 ms; "
+        "Torch-Compiled Region +0.090 ms: 67 % of the gap"
+    )
+    inside = "compiled vs eager: 1.02 vs 1.00 ms (+0.020 ms), within the spread"
+    bad = "compiled: 1.40x slower than eager; disturbed by other work"
+    assert slower_lines_without_a_cause("\n".join([ok, inside, bad])) == [bad]
+
+
+def test_every_slower_line_is_within_the_spread_or_takes_the_gap_apart(built_site):
+    """Every page's output, on whatever device the build ran: a line that calls a row slower
+    says "within the spread" or names a measured part in ms (issue 41)."""
+    from bs4 import BeautifulSoup
+
+    site, _ = built_site
+    bad = []
+    for source in SOURCES:
+        page = site / gallery.tutorial_of(source, ROOT).page
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        for out in soup.select("div.sphx-glr-script-out pre"):
+            bad += [
+                f"{source}: {line}"
+                for line in slower_lines_without_a_cause(out.get_text())
+            ]
+    assert bad == [], "slower lines with no spread and no measured part:\n" + "\n".join(
+        bad
+    )
+
+
 def test_a_cpu_page_records_and_shows_its_own_memory(built_site):
     """Never a made-up 0 MB: a CPU page's footer and record hold its own peak (issue 36)."""
     site, _ = built_site
@@ -169,7 +215,8 @@ def test_a_cpu_page_records_and_shows_its_own_memory(built_site):
         if r["peak_memory_kind"] is None:
             assert "Estimated memory usage:</strong> not measured" in page, r["source"]
             continue
-        assert r["peak_memory_kind"] in ("rss-peak", "rss-sampled"), r
+        assert r["peak_memory_kind"] in ("pss", "rss-sampled"), r
+        assert r["gpu_peak_memory_mib"] is None, r
         assert r["peak_memory_mib"] >= 1, r
         assert not re.search(r"Estimated memory usage:</strong>\s+0 MB", page), r
 

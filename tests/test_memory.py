@@ -2,6 +2,7 @@
 made-up 0, in the main process and in the workers of a parallel build (no site build here)."""
 
 import math
+import os
 import pickle
 import subprocess
 import sys
@@ -13,8 +14,8 @@ from sphinx.config import is_serializable
 from sphinxext import memory
 
 MIB = 2**20
-RSS = memory.rss_kind()
-needs_proc = pytest.mark.skipif(RSS is None, reason="no /proc/self/status here")
+HOST = memory.host_kind()
+needs_proc = pytest.mark.skipif(HOST is None, reason="no /proc here")
 
 
 def allocate(mib, hold=0.0):
@@ -28,11 +29,11 @@ def allocate(mib, hold=0.0):
     return block
 
 
-def run_page(kind, *blocks):
+def run_page(kind, *blocks, gpu=False):
     """Run ``blocks`` as sphinx-gallery runs a page's code blocks under show_memory: a no-op
     first, then each block; return each block's value as the footer counts it, and the
     page's peak as its run record holds it."""
-    memory.start_example(kind)
+    memory.start_example((kind, gpu))
     measure = memory.PeakMemory()
     start, _ = measure(lambda: None)
     values = []
@@ -43,23 +44,20 @@ def run_page(kind, *blocks):
 
 
 def kinds():
-    found = []
-    if memory.rss_kind() == "rss-peak":
-        found.append("rss-peak")
-    found.append("rss-sampled")  # the fallback, wherever /proc/self/status exists
-    return found
+    return [k for k in ("pss", "rss-sampled") if memory._process_mib(k) is not None]
 
 
 @needs_proc
 @pytest.mark.parametrize("kind", kinds())
 def test_a_page_reads_its_own_peak_even_after_a_larger_one(kind):
-    # Held 0.2 s: the sampling fallback reads every 20 ms.
+    # Held 0.2 s: the total is sampled every 20 ms.
     (big, small), page = run_page(kind, allocate(200, 0.2), allocate(50, 0.2))
     assert big >= 150, big
     # The growth of the process's lifetime peak would read 0 here.
     assert small >= 35, small
     assert page >= 150 and page == pytest.approx(max(big, small))
     assert memory.kind() == kind
+    assert memory.example_gpu_peak_mib() is None  # no GPU followed
 
 
 def small_objects():
@@ -70,40 +68,85 @@ def small_objects():
 
 @needs_proc
 def test_a_page_reusing_the_heap_an_earlier_page_freed_still_counts():
-    run_page(RSS, small_objects)
-    (value,), page = run_page(RSS, small_objects)
+    run_page(HOST, small_objects)
+    (value,), page = run_page(HOST, small_objects)
     assert value >= 150 and page >= 150, value
 
 
+def child(mib, hold=0.6):
+    code = f"import time; data = b'x' * {mib * MIB}; time.sleep({hold})"
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
 @needs_proc
-def test_a_page_counts_the_processes_it_started():
-    """The multi-GPU page's CPU path runs its work in worker processes."""
-    code = f"import time; data = b'x' * {200 * MIB}; time.sleep(0.5)"
+def test_a_page_counts_the_processes_it_runs_at_the_same_moment():
+    """The multi-GPU page's CPU path, the compile-time page: work in child processes. Two
+    children alive together add up; two that run one after another do not."""
+
+    def together():
+        kids = [child(150), child(150)]
+        for kid in kids:
+            assert kid.wait() == 0
+
+    def one_after_another():
+        for _ in range(2):
+            assert child(150).wait() == 0
+
+    (both, serial), page = run_page(HOST, together, one_after_another)
+    assert both >= 280, both
+    assert 130 <= serial < 230, serial
+    assert page == pytest.approx(both)
+
+
+@needs_proc
+def test_memory_shared_with_a_child_counts_once():
+    """A forked child shares its parent's pages: the resident sets of the two would count
+    them twice, the proportional set sizes once."""
+    if HOST != "pss":
+        pytest.skip("no smaps_rollup: shared pages count once per process")
+
+    def fork_and_hold():
+        data = b"x" * (200 * MIB)
+        pid = os.fork()
+        if pid == 0:  # the child only holds the parent's pages
+            time.sleep(0.6)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        return len(data)
+
+    (value,), _ = run_page("pss", fork_and_hold)
+    assert 150 <= value < 300, value
+
+
+@needs_proc
+def test_the_measure_matches_the_kernels_peak_of_one_process():
+    """Against what /usr/bin/time -v reports for a single process: its peak resident set."""
+    script = f"import time; data = b'x' * {300 * MIB}; time.sleep(0.5)"
 
     def block():
-        subprocess.run([sys.executable, "-c", code], check=True)
+        subprocess.run([sys.executable, "-c", script], check=True)
 
-    (value,), page = run_page(RSS, block)
-    assert value >= 150, value
-    assert page >= 150
+    (value,), _ = run_page(HOST, block)
+    assert 290 <= value < 360, value
 
 
 @needs_proc
 def test_a_page_with_no_work_reads_near_zero_not_more():
-    (value,), page = run_page(RSS, lambda: None)
+    (value,), page = run_page(HOST, lambda: None)
     assert 0 <= page < 20 and value < 20
 
 
 def test_an_unmeasured_page_says_so():
     (value,), page = run_page(None, allocate(1))
+    assert memory.example_gpu_peak_mib() is None
     assert math.isnan(value) and page is None
     # sphinx-gallery's footer of that page, and its row on the execution-times page.
     footer = f"text\n\n**Estimated memory usage:** {math.nan: .0f} MB\n\n"
     source = [footer]
-    memory._not_measured(None, "recipes/demo", source)
+    memory._footer(None, "recipes/demo", source)
     assert source == ["text\n\n**Estimated memory usage:** not measured\n\n"]
     times = [f"   * - demo\n     - 00:01.000\n     - {math.nan:.1f} MB\n"]
-    memory._not_measured(None, "sg_execution_times", times)
+    memory._footer(None, "sg_execution_times", times)
     assert "not measured" in times[0] and "nan" not in times[0]
 
 
@@ -116,7 +159,7 @@ def test_the_measure_pickles_for_parallel_builds():
 
 def _page_in_a_worker(mib):
     """A page in a joblib worker, as `make html JOBS=2` runs it."""
-    values, page = run_page(memory.rss_kind(), allocate(mib, 0.2))
+    values, page = run_page(memory.host_kind(), allocate(mib, 0.2))
     return page
 
 
@@ -128,3 +171,35 @@ def test_the_measure_works_in_joblib_workers():
         delayed(_page_in_a_worker)(mib) for mib in (200, 60)
     )
     assert pages[0] >= 150 and pages[1] >= 40, pages
+
+
+def test_a_gpu_page_footer_shows_host_and_gpu_memory(tmp_path):
+    """On a GPU the footer gives both: host memory (sphinx-gallery's figure), then the
+    CUDA allocator's peak from the page's run record."""
+    from types import SimpleNamespace
+
+    from tools import gallery
+
+    (tmp_path / "recipes").mkdir()
+    record = gallery.RunRecord(
+        source="recipes_source/demo.py",
+        checksum="0",
+        passed=True,
+        device="NVIDIA H100 80GB HBM3",
+        torch="2.11.0",
+        triton=None,
+        python="3.12.3",
+        date="2026-11-26",
+        seconds=1.0,
+        peak_memory_mib=812.4,
+        peak_memory_kind="pss",
+        how="build",
+        gpu_peak_memory_mib=2048.6,
+    )
+    gallery.write_record(tmp_path / "recipes" / f"demo{gallery.RECORD_SUFFIX}", record)
+    source = ["text\n\n**Estimated memory usage:**  812 MB\n\n"]
+    memory._footer(SimpleNamespace(srcdir=str(tmp_path)), "recipes/demo", source)
+    assert source == [
+        "text\n\n**Estimated memory usage:**  812 MB of host memory, "
+        "2049 MB of GPU memory\n\n"
+    ]

@@ -403,8 +403,9 @@ def test_a_cpu_path_run_on_a_gpu_machine_is_recorded_and_shown_as_the_cpu(
     assert own.passed and own.device == "CPU (Some CPU)"
     assert own.cpu_path_on == f"1 x {H100}"
     assert own.environment == "cpu-torch-2.11.0+cu130"
-    # Its memory is the resident set (the CPU path), not the idle GPU's allocator.
-    assert own.peak_memory_kind == memory.rss_kind()
+    # Its memory is the host's (the CPU path); the idle GPU's allocator is not followed.
+    assert own.peak_memory_kind == memory.host_kind()
+    assert own.gpu_peak_memory_mib is None
     assert own.run_as == "site build (CPU path; the machine has 1 GPU)"
 
     # A record of the kind made before the label, naming the one GPU, is left out.

@@ -174,13 +174,14 @@ class RunRecord:
     date: str  # YYYY-MM-DD, UTC
     seconds: float
     peak_memory_mib: float | None  # None: not measured
-    # The build (sphinxext.memory), above what the build process held when the page started:
-    # "cuda": the CUDA allocator's peak (a page on this process's GPU); "rss-peak": the peak
-    # resident set (the kernel's high-water mark, reset for the page), plus the peak of each
-    # process the page started; "rss-sampled": the same, sampled every 20 ms where the mark
-    # cannot be reset. "rss": the peak resident set of the script's own process (tools.verify).
-    # Older records: "rss-growth", growth of the build process's peak resident set.
-    # None: not measured (a multi-GPU run: its memory is in the worker processes' GPUs).
+    # Host memory. The build (sphinxext.memory), above what the build process held when the
+    # page started: "pss": the largest sum, sampled while the page ran, of the proportional
+    # set sizes of the build process and of the processes the page had running at that moment
+    # (shared pages counted once); "rss-sampled": the same with resident sets, where the
+    # kernel has no smaps_rollup. "rss": the peak resident set of the script's own process
+    # (tools.verify). Older records: "cuda" (the CUDA allocator's peak, as the host figure),
+    # "rss-peak" (resident high-water marks, every started process's added: an over-count),
+    # "rss-growth". None: not measured.
     peak_memory_kind: str | None
     how: str  # "build": executed by sphinx-gallery; "script": `python file.py`, as a reader
     # The machine's GPUs ("1 x NVIDIA H100 80GB HBM3") when the tutorial took its CPU path
@@ -190,6 +191,10 @@ class RunRecord:
     # starting it, the profiled steps, reading its events. None: not measured (tools.verify,
     # and a multi-GPU page, whose workers profile).
     profiler_seconds: float | None = None
+    # The peak of PyTorch's CUDA allocator in the build process during the page, above its
+    # start (MiB). None: the page ran on no GPU of the build process (a CPU page, a multi-GPU
+    # page's workers, tools.verify).
+    gpu_peak_memory_mib: float | None = None
 
     @classmethod
     def from_dict(cls, data):
