@@ -18,6 +18,7 @@ Compiled autograd: capturing the whole backward pass
        * How to read its logs: what the captured graph contains and why it recaptures
        * How to measure, with ``torch.profiler``, whether a training step is bound by the
          CPU or the GPU, and what compiled autograd adds to and removes from each
+       * How compiled autograd combines with CUDA graphs (``mode="reduce-overhead"``)
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
@@ -73,8 +74,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.benchmark as benchmark
 from tabulate import tabulate
-from torch._dynamo.utils import counters
-from torch.profiler import ProfilerActivity, profile
+from torch._dynamo.utils import compilation_time_metrics, counters
+from torch.profiler import ProfilerActivity, profile, schedule
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cuda":
@@ -94,44 +95,37 @@ print(f"torch {torch.__version__} on {device_name}: batch {batch}, width {width}
 logging.getLogger("torch._dynamo.utils").addFilter(
     lambda record: "ChromiumEventLogger" not in record.getMessage()
 )
-# Called fresh_inductor_cache in older releases; the old name remains an alias.
-fresh_cache = getattr(torch._inductor.utils, "fresh_cache", None) or (
-    torch._inductor.utils.fresh_inductor_cache
-)
 
 # %%
 # Measurement helpers
 # -------------------
 #
 # ``step_and_busy`` times ``steps`` back-to-back calls of a step, five times over, and
-# returns the median time per step in milliseconds and the spread of those timings (their
-# interquartile range). On a GPU the step time comes from CUDA events around the loop, so
-# it includes any time the GPU sits idle waiting for work; the caches stay warm from one
-# call to the next, as in training (``triton.testing.do_bench`` would flush the L2 cache
-# before each call). Then ``torch.profiler`` records the same loop once more, and the
-# helper adds up the time during which at least one GPU kernel was running (overlapping
-# kernels count once): the **GPU busy time** per step. The profiler slows the CPU side,
-# which is why the step time comes from the loop without it.
-#
-# The **busy share**, busy time over step time, is the verdict. At least 85 %: the step
-# is **bound by the GPU**, and only less GPU work makes it faster. Below: the GPU idles
-# for the rest of the step, waiting for the CPU to queue the next kernel; the step is
-# **bound by the CPU** (Python, the autograd engine, guard checks, kernel launches), and
-# only less CPU work helps. A share slightly above 100 % is noise between the two loops.
-# On a CPU there is no second device: ``torch.utils.benchmark`` times the step with every
-# thread, and the busy time is ``None``.
+# returns the median time per step in milliseconds and the **spread**, the interquartile
+# range of those five timings. On a GPU the step time comes from CUDA events around the
+# loop, so it includes any time the GPU sits idle waiting for work; on a CPU,
+# ``torch.utils.benchmark`` times the loop with every thread. The caches stay warm from
+# one call to the next, as in training. Then ``torch.profiler`` records the CPU's
+# operators and ranges (and, on a GPU, the kernels) over the same loop, after one warm-up
+# step that it discards. On a GPU the helper adds up the time during which at least one
+# kernel ran (overlapping kernels count once) and divides it by the wall time of that
+# profiled loop: the **busy share**. At 85 % or more the step is **bound by the GPU**, and only less GPU
+# work makes it faster. Below, the GPU waits for the CPU to queue the next kernel; the
+# step is **bound by the CPU** (Python, the autograd engine, guard checks, kernel
+# launches), and only less CPU work helps. The profiler's own CPU cost lowers the share a
+# little on a CPU-bound step; the step column comes from the loop without it.
 
 
 def step_and_busy(step, steps=10):
-    """Median step time, GPU busy time per step (None on a CPU) and spread, in ms."""
-    if device == "cpu":
-        timer = benchmark.Timer(
-            "step()", globals={"step": step}, num_threads=torch.get_num_threads()
-        )
-        m = timer.blocked_autorange(min_run_time=1.0)
-        return m.median * 1e3, None, m.iqr * 1e3
+    """(median ms, spread ms, busy % or None on a CPU), and the profile of ``steps``."""
+    timer = benchmark.Timer(
+        "step()", globals={"step": step}, num_threads=torch.get_num_threads()
+    )
     windows = []
-    for _ in range(5):  # CUDA events around back-to-back steps, no profiler
+    for _ in range(5):  # five windows of back-to-back steps, no profiler
+        if device == "cpu":
+            windows.append(timer.timeit(steps).mean * 1e3)
+            continue
         start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
         start.record()
         for _ in range(steps):
@@ -139,87 +133,111 @@ def step_and_busy(step, steps=10):
         end.record()
         end.synchronize()
         windows.append(start.elapsed_time(end) / steps)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # the same loop, profiled
-        for _ in range(steps):
+    q1, median, q3 = statistics.quantiles(windows, n=4)
+    activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
+    warm_then_record = schedule(wait=0, warmup=1, active=steps)
+    with profile(activities=activities, schedule=warm_then_record) as prof:
+        for i in range(steps + 1):  # step 0 is the profiler's warm-up, not recorded
+            if i == 1:
+                start = time.perf_counter()
             step()
-        torch.cuda.synchronize()
+            if i < steps:
+                prof.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        wall_us = (time.perf_counter() - start) * 1e6
+    if device == "cpu":
+        return (median, q3 - q1, None), prof
     spans = sorted(
         (e.time_range.start, e.time_range.end)
         for e in prof.events()
-        if e.device_type == torch.autograd.DeviceType.CUDA
+        if e.device_type == torch.autograd.DeviceType.CUDA and not e.is_user_annotation
     )
     busy, reach = 0.0, float("-inf")
     for s, e in spans:  # the union of the kernels' intervals, in microseconds
         if e > reach:
             busy += e - max(s, reach)
             reach = e
-    q1, _, q3 = statistics.quantiles(windows, n=4)
-    return statistics.median(windows), busy / steps / 1e3, q3 - q1
+    return (median, q3 - q1, 100 * busy / wall_us), prof
 
 
 # %%
-# ``read_steps`` is the page's one reading of those numbers. It prints the table, with
-# three GPU columns on a GPU (busy time, busy share, and the bound from the share), and
-# then one line for every variant that came out slower than one it is compared with,
-# saying whether the difference exceeds the spread of the timings and, on a GPU, whether
-# the extra time went into kernels (more busy time) or into waiting for the CPU (more idle
-# time). A second line gives what the variant runs per step (``notes``, from counts
-# measured below).
+# ``attribute`` is the page's one reading of a comparison. Two variants differ only
+# beyond both rows' spread; then the helper diffs their profiles, per operator and range,
+# and names the parts whose time per step moved most in the direction of the gap: kernel
+# time on a GPU-bound row, self CPU time otherwise (the time spent inside an operator or
+# range itself, not in the ones it calls: ``autograd::engine::evaluate_function: ...``
+# for each node the engine runs, ``CompiledFunctionBackward``, ``TorchDynamo Cache
+# Lookup``, ``Torch-Compiled Region``, ``cudaLaunchKernel``, ``aten::*``...). The profiler
+# wraps each step in a ``ProfilerStep#`` range; their self time, summed as
+# ``ProfilerStep*``, is the step's time outside every other range: Python, and C++ work
+# that records no range of its own.
 
 
-def read_steps(timed, refs, rows, headers, notes):
-    """Print the table (with the GPU columns on a GPU), then a line for each step that
-    is slower than a step it is compared with, saying where the extra time went."""
-    if device == "cpu":
-        print(
-            "On a CPU there is no separate device to be busy or idle: "
-            "the GPU columns are left out."
-        )
-    else:
-        headers = headers + ["GPU busy (ms)", "busy %", "bound"]
-        for row, (step, busy, _) in zip(rows, timed.values()):
-            bound = "GPU" if busy >= 0.85 * step else "CPU"
-            row += [f"{busy:.3f}", f"{busy / step:.0%}", bound]
-    print(tabulate(rows, headers, tablefmt="github", disable_numparse=True))
-    for label, (step, busy, spread) in timed.items():
-        for ref in [ref for ref in refs.get(label, []) if timed[ref][0] < step]:
-            ref_step, ref_busy, ref_spread = timed[ref]
-            extra, noise = step - ref_step, max(spread, ref_spread)
-            why = f"{label}: {step / ref_step:.2f}x the step of {ref} "
-            why += f"({step:.3f} against {ref_step:.3f} ms)"
-            if extra <= noise:
-                why += f", within the spread of the timings ({noise:.3f} ms)"
-            elif busy is None:
-                why += f": {extra:.3f} ms more CPU time (spread {noise:.3f} ms)"
-            else:
-                idle, ref_idle = max(step - busy, 0), max(ref_step - ref_busy, 0)
-                more = (
-                    "idle, waiting for the CPU"
-                    if idle - ref_idle >= busy - ref_busy
-                    else "busy"
-                )
-                why += f"; GPU busy {ref_busy:.3f} -> {busy:.3f} ms, idle "
-                why += f"{ref_idle:.3f} -> {idle:.3f} ms: the GPU spends most "
-                why += f"of the extra time {more}; {busy / step:.0%} busy"
-            print(f"{why}\n  per step it runs {notes[label]}")
+def per_step(prof, steps, gpu=False):
+    """Self time per step (ms) of each operator and range in a profile."""
+    parts = {}
+    for e in prof.key_averages():
+        if gpu and (
+            e.device_type == torch.autograd.DeviceType.CPU or e.is_user_annotation
+        ):
+            continue  # a kernel's time counts once: on the kernel, not its CPU caller
+        us = e.self_device_time_total if gpu else e.self_cpu_time_total
+        key = "ProfilerStep*" if e.key.startswith("ProfilerStep#") else e.key
+        parts[key] = parts.get(key, 0.0) + us / 1e3 / steps
+    return parts
+
+
+def attribute(name, ref, steps=10):
+    """Print whether `name` differs from `ref` beyond both spreads and, if so, what moved."""
+    (t, spread, busy), (t0, spread0, _) = times[name], times[ref]
+    gap = t - t0
+    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
+    if abs(gap) <= max(spread, spread0):
+        print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
+        return
+    gpu = busy is not None and busy >= 85  # a GPU-bound step: what moved is kernel time
+    new, old = per_step(profs[name], steps, gpu), per_step(profs[ref], steps, gpu)
+    sign = 1 if gap > 0 else -1
+    parts = {
+        k: sign * (new.get(k, 0.0) - old.get(k, 0.0)) for k in new.keys() | old.keys()
+    }
+    moved = [
+        (k, ms) for k, ms in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if ms > 0
+    ]
+    covered = sum(ms for _, ms in moved)
+    named = "; ".join(f"{k[:48]} {sign * ms:+.3f} ms" for k, ms in moved)
+    print(
+        f"{head}, {'slower' if gap > 0 else 'faster'} beyond the spread. "
+        f"{'GPU kernel' if gpu else 'Self CPU'} time per step that "
+        f"{'grew' if gap > 0 else 'shrank'} most: {named}: "
+        f"{100 * covered / abs(gap):.0f} % of the gap; the rest, "
+        f"{sign * (abs(gap) - covered):+.3f} ms, is outside these parts"
+    )
 
 
 @contextlib.contextmanager
-def kept_log(**artifacts):
-    """Collect the lines of compiled autograd's log instead of printing them."""
-    lines, logger = [], logging.getLogger("torch._dynamo.compiled_autograd")
-    handler = logging.Handler()
+def kept_log(*names, **artifacts):
+    """Collect the lines of the named logs (compiled autograd's by default) instead of
+    printing them."""
+    lines, handler = [], logging.Handler()
     handler.emit = lambda record: lines.extend(
         line.strip() for line in record.getMessage().splitlines()
     )
+    loggers = [
+        logging.getLogger(n) for n in names or ["torch._dynamo.compiled_autograd"]
+    ]
+    before = [logger.propagate for logger in loggers]
     torch._logging.set_logs(**artifacts)
-    logger.addHandler(handler)
-    logger.propagate = False  # keep them off stderr too
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.propagate = False  # keep them off stderr too
     try:
         yield lines
     finally:
-        logger.removeHandler(handler)
-        logger.propagate = True
+        for logger, propagate in zip(loggers, before):
+            logger.removeHandler(handler)
+            logger.propagate = propagate
         torch._logging.set_logs()
 
 
@@ -269,9 +287,11 @@ def train_step(model, x, target):
     return loss
 
 
-def run(step, model, x, target):
+def run(step, model, x, target, cudagraphs=False):
     """One step from fresh gradients (zeroed outside the step, so Dynamo does not guard
     on whether each ``.grad`` is ``None``)."""
+    if cudagraphs:  # the previous step's CUDA-graph outputs may now be overwritten
+        torch.compiler.cudagraph_mark_step_begin()
     model.zero_grad(set_to_none=True)
     return step(model, x, target)
 
@@ -376,10 +396,10 @@ assert same == 0 and new_batch >= 1
 # way every step, as ``run`` does), and freezing layers. A loop that does the same
 # thing every step captures a few times at the start and then pays only the walk.
 #
-# Three ways to run the step
-# --------------------------
+# Ways to run the step
+# --------------------
 #
-# Now the real thing, with the default Inductor backend, three ways:
+# Now the real thing, with the default Inductor backend:
 #
 # * **eager**: plain PyTorch;
 # * **torch.compile(model)**: the model is compiled, ``backward()`` runs in the engine;
@@ -387,13 +407,25 @@ assert same == 0 and new_batch >= 1
 #   ``compiled_autograd_kwargs_override={"fullgraph": True}``, which makes a graph break
 #   inside the captured backward an error, so the backward is provably one graph. (It is
 #   the only key that override accepts; the forward may still break.)
+# * on a GPU, the last two again with ``mode="reduce-overhead"``, which hands every
+#   compiled graph to Inductor's CUDA-graph trees: a recorded graph replays all its
+#   kernels with one launch. Compiled autograd compiles its captured backward with the
+#   same arguments as the step (``rebuild_ctx`` in ``torch/_dynamo/eval_frame.py``), so
+#   there the whole backward, hooks and accumulation included, is a candidate for one
+#   CUDA graph; without it, only the three AOTAutograd backward graphs are, and the engine
+#   runs the rest between their replays. ``run`` then calls
+#   ``torch.compiler.cudagraph_mark_step_begin()`` first, telling the runtime that the
+#   previous step's outputs may be overwritten.
 #
 # Each variant's first call is its compile. We make it **cold**: ``torch._dynamo.reset()``
 # and Inductor's ``fresh_cache()`` (a new, empty on-disk cache), and the page asserts that
-# Inductor's FX graph cache had misses and no hits during it. We also record how many
-# backward graphs run per step: AOTAutograd's ``CompiledFunctionBackward`` nodes left in the
-# autograd graph for ``torch.compile(model)``, compiled autograd's captures for the last.
-# Warm timings are taken in the same block and are labelled warm.
+# Inductor's FX graph cache had misses and no hits during it. Inductor's one-time
+# start-up in the process (its imports, its pool of compile workers) is timed first, on
+# its own. We also record how many backward graphs run per step: AOTAutograd's
+# ``CompiledFunctionBackward`` nodes left in the autograd graph for
+# ``torch.compile(model)``, compiled autograd's captures for the others, and, with CUDA
+# graphs, how many graphs were recorded and why any was not (Inductor's log of each graph
+# it declines). Warm timings are taken in the same block and are labelled warm.
 
 
 def autograd_nodes(loss):
@@ -418,21 +450,24 @@ def compile_counts():
     )
 
 
-def compile_model():
-    compiled = torch.compile(model)  # wrapped once, reused by every step
+def compile_model(mode=None):
+    compiled = torch.compile(model, mode=mode)  # wrapped once, reused by every step
     return lambda _, *args: train_step(compiled, *args)
 
 
-def compile_step_with_ca():
+def compile_step_with_ca(mode=None):
     with torch._dynamo.config.patch(compiled_autograd=True):
-        return torch.compile(train_step)
+        return torch.compile(train_step, mode=mode)
 
 
-variants = {
-    "eager": lambda: train_step,
-    "torch.compile(model)": compile_model,
-    "torch.compile + compiled autograd": compile_step_with_ca,
-}
+TM, CA = "torch.compile(model)", "torch.compile + compiled autograd"
+CG = ", CUDA graphs"
+variants = {"eager": lambda: train_step, TM: compile_model, CA: compile_step_with_ca}
+if device == "cuda":  # the same two, with CUDA graphs
+    variants[TM + CG] = lambda: compile_model("reduce-overhead")
+    variants[CA + CG] = lambda: compile_step_with_ca("reduce-overhead")
+else:
+    print("CUDA graphs need a GPU: the mode='reduce-overhead' variants run only there.")
 
 # %%
 # Correctness is checked against a float64 copy of the model run eagerly: each variant's
@@ -449,15 +484,30 @@ clipped = (grads64.abs() == CLIP).double().mean().item()
 print(f"the hooks clipped {clipped:.1%} of the gradient elements (float64 run)")
 assert 0.01 < clipped < 1
 
-results, timed, notes = {}, {}, {}
+# Inductor logs each graph it declines to record; the log moved between releases
+# ("perf_hints" in PyTorch 2.9, "cudagraphs" later), so both are collected.
+CUDAGRAPH_LOGS = [
+    f"torch._inductor.cudagraph_utils.__{a}" for a in ("perf_hints", "cudagraphs")
+]
+with (
+    torch._inductor.utils.fresh_cache()
+):  # Inductor's one-time start-up, not a variant's
+    start = time.perf_counter()
+    torch.compile(torch.sin)(torch.zeros(8, device=device))
+print(
+    f"one-time Inductor start-up, with a tiny compile: {time.perf_counter() - start:.1f} s"
+)
+results, times, profs, notes = {}, {}, {}, {}
 for label, make_step in variants.items():
-    torch._dynamo.reset()
+    torch._dynamo.reset()  # also empties its record of the CUDA graphs recorded
     counters.clear()
+    cudagraphs = "CUDA graphs" in label
     with (
-        fresh_cache(),
+        torch._inductor.utils.fresh_cache(),
         torch._dynamo.config.patch(
             compiled_autograd_kwargs_override={"fullgraph": True}
         ),
+        kept_log(*CUDAGRAPH_LOGS) as declined,
     ):
         start = time.perf_counter()
         step = make_step()
@@ -468,41 +518,52 @@ for label, make_step in variants.items():
         grads = torch.cat([p.grad.flatten() for p in model.parameters()])
         error = ((grads.double() - grads64).abs().max() / grads64.abs().max()).item()
         misses, hits, captures, _ = cold = compile_counts()
-        warm_step = functools.partial(run, step, model, x, target)
-        for _ in range(3):  # warm-up
+        warm_step = functools.partial(run, step, model, x, target, cudagraphs)
+        for _ in range(3):  # warm-up; a CUDA-graph tree records on the second call
             warm_step()
-        timed[label] = step_and_busy(warm_step)
+        times[label], profs[label] = step_and_busy(warm_step)
         assert compile_counts() == cold, f"{label} compiled again while it was timed"
     nodes = autograd_nodes(loss)
     graphs = captures or nodes["CompiledFunctionBackward"]
     results[label] = (first_s, hits, misses, graphs, error)
     who = "compiled autograd walks" if captures else "the engine runs one by one"
     notes[label] = (
-        f"{graphs} compiled backward graph{'s' * (graphs > 1)}, in an autograd graph "
+        f"{graphs} compiled backward graph{'s' * (graphs != 1)}, in an autograd graph "
         f"of {sum(nodes.values())} nodes (and the root) that {who}, and {n_params} hooks"
     )
+    if cudagraphs:
+        recorded = len(compilation_time_metrics.get("CUDAGraphNode.record", []))
+        skipped = counters["inductor"]["cudagraph_skips"]
+        notes[label] += f"; CUDA graphs recorded {recorded}, declined {skipped}"
+        notes[label] += "".join(f"\n    declined: {line[:150]}" for line in declined)
+        assert recorded + skipped > 0, "reduce-overhead did nothing"
 
 # %%
 # Reading the results
 # -------------------
 #
-# One row per variant; below the table, ``read_steps`` prints a line for each compiled
-# variant that came out slower than eager or than ``torch.compile(model)``.
+# One row per variant; below the table, a line for each variant says what it runs per
+# step, and ``attribute`` compares each compiled variant with the one it builds on.
 
 eager_error = results["eager"][4]
 print(f"{device_name}, torch {torch.__version__}; errors relative to float64")
 headers = ["variant", "first call, cold (s)", "FX cache hit/miss", "backward graphs"]
-headers += ["grad error", "warm step (ms)"]
-refs = {
-    "torch.compile(model)": ["eager"],
-    "torch.compile + compiled autograd": ["eager", "torch.compile(model)"],
-}
-rows = [
-    [name, f"{first:.1f}", f"{hits}/{misses}", graphs, f"{error:.1e}"]
-    + [f"{timed[name][0]:.3f}"]
-    for name, (first, hits, misses, graphs, error) in results.items()
-]
-read_steps(timed, refs, rows, headers, notes)
+headers += ["grad error", "warm step (ms)", "spread (ms)"]
+headers += ["busy %", "bound"] * (device == "cuda")
+rows = []
+for name, (first, hits, misses, graphs, error) in results.items():
+    step_ms, spread, busy = times[name]
+    rows.append([name, f"{first:.1f}", f"{hits}/{misses}", graphs, f"{error:.1e}"])
+    rows[-1] += [f"{step_ms:.3f}", f"{spread:.3f}"]
+    if busy is not None:
+        rows[-1] += [f"{busy:.0f}", "GPU" if busy >= 85 else "CPU"]
+print(tabulate(rows, headers, tablefmt="github", disable_numparse=True))
+for name, note in notes.items():
+    print(f"{name}: per step, {note}")
+pairs = [(TM, "eager"), (CA, TM), (TM + CG, TM), (CA + CG, CA), (CA + CG, TM + CG)]
+for name, ref in pairs:
+    if name in times:
+        attribute(name, ref)
 for name, (_, hits, misses, _, error) in results.items():
     assert error <= 4 * eager_error + 1e-5, f"{name}: gradients differ"
     if name != "eager":
@@ -511,16 +572,18 @@ assert results["torch.compile(model)"][3] == 3  # one backward graph per forward
 assert results["torch.compile + compiled autograd"][3] == 1  # one capture, fullgraph
 print(f"autograd nodes that compiled autograd walks per backward: {len(node_calls)}")
 
-fig, ax = plt.subplots(figsize=(7, 2.8))
-steps = [step for step, _, _ in timed.values()]
+fig, ax = plt.subplots(figsize=(7, 0.5 * len(times) + 1.5))
+steps = [step for step, _, _ in times.values()]
 if device == "cuda":
-    busy = [busy for _, busy, _ in timed.values()]
-    ax.barh(list(timed), busy, color="C0", label="GPU busy")
-    idle = [max(step - b, 0) for step, b in zip(steps, busy)]
-    ax.barh(list(timed), idle, left=busy, color="0.75", label="GPU idle")
-    ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+    busy = [step * share / 100 for step, _, share in times.values()]
+    ax.barh(
+        list(times), busy, color="C0", label="GPU busy (share of the profiled loop)"
+    )
+    idle = [step - b for step, b in zip(steps, busy)]
+    ax.barh(list(times), idle, left=busy, color="0.75", label="GPU idle")
+    ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
 else:
-    ax.barh(list(timed), steps, color="C0")
+    ax.barh(list(times), steps, color="C0")
 ax.invert_yaxis()
 ax.set_xlabel("warm step time, ms (median)")
 ax.set_title(f"Warm training step, {device_name}")
@@ -538,38 +601,29 @@ plt.show()
 #   each) and every ``AccumulateGrad`` between and after them. With compiled autograd one
 #   graph does all of it, so Inductor can fuse the clamp and the accumulation into the
 #   gradient computation.
-# * **Cold first call.** The two compiled variants compile different graphs: three forward
+# * **Cold first call.** The compiled variants compile different graphs: three forward
 #   and three backward graphs, or three forward graphs and one large backward graph (the
 #   FX cache misses count them), plus, for compiled autograd, the capture itself.
-# * **Busy share and bound** (on a GPU). Where the GPU is busy most of the step, what
-#   counts is the kernels: the fused backward saves memory traffic, and whatever the CPU
-#   does meanwhile is hidden behind the GPU's work. Where the share is low, the GPU waits
-#   for the CPU, and what counts is the CPU time per step. ``torch.compile(model)`` fuses
-#   kernels but enters each of its three forward graphs through guard checks and
-#   AOTAutograd's wrapper, and in the backward the engine calls a Python function for each
-#   ``CompiledFunctionBackward`` node, on top of the ``swish`` nodes, the hooks and the
-#   ``AccumulateGrad`` nodes that it runs as in eager. Compiled autograd removes those Python
-#   hook calls, eager nodes and launches, but adds its own work to every call: the walk over
-#   all the autograd nodes to find its cache entry, and the guards of the compiled backward.
-# * **The lines under the table.** For each compiled variant slower than eager or than
-#   ``torch.compile(model)``, ``read_steps`` says by how much, whether that exceeds the
-#   spread of the timings and, on a GPU, whether the GPU spent the extra time running
-#   kernels (busy) or waiting for the CPU (idle); the second line gives the counts behind
-#   it. Extra idle time is extra CPU time per step, in the fixed costs above.
-# * **On a CPU** the step is all CPU time, and the table holds the step times alone.
-#   Compiled code runs Inductor's generated C++ loops in place of ATen's kernels (fused,
-#   but each parallel loop wakes every thread) and still pays the fixed costs above, which
-#   weigh more the shorter the step. Threads that must meet after each loop also wait for
-#   one another when other programs share the cores, so on a busy machine the spread of the
-#   timings grows; "within the spread of the timings" means that two variants cannot be
-#   told apart there.
+# * **Busy share and bound** (on a GPU). Where the GPU is busy most of the step, the
+#   kernels set the pace; where the share is low, the GPU waits for the CPU, and the CPU
+#   time per step sets it. On the CPU side, ``torch.compile(model)`` enters each of its
+#   three forward graphs through guard checks and AOTAutograd's wrapper, and in the
+#   backward the engine calls a Python function for each ``CompiledFunctionBackward``
+#   node, on top of the ``swish`` nodes, the hooks and the ``AccumulateGrad`` nodes that it
+#   runs as in eager. Compiled autograd replaces those with one compiled graph, and adds
+#   its walk over the autograd nodes to build the cache key, and the guards of that graph.
+#   The walk runs in C++ with no profiler range of its own: its time is counted in
+#   ``ProfilerStep*``, together with the step's Python.
+# * **The lines under the table.** For each pair, ``attribute`` says whether the two
+#   steps differ beyond the spread of their timings and, if they do, which operators and
+#   ranges moved most, in milliseconds per step, and how much of the difference they
+#   cover.
 #
 # Compiled autograd is built for a backward that the engine would otherwise run as many
 # small, separate pieces: the more graph breaks, hooks and eager nodes, the more one graph
-# has to offer. Whether that shows up as a faster step depends on where the step spends
-# its time, so measure the busy share on every machine you train on. Launch overhead
-# itself is what CUDA graphs (``mode="reduce-overhead"``) remove; that is a separate
-# measurement.
+# has to offer, and one graph is also what CUDA graphs can replay with a single launch.
+# Whether that shows up as a faster step depends on where the step spends its time, so
+# measure the busy share on every machine you train on.
 #
 # Limitations
 # -----------
@@ -600,10 +654,11 @@ plt.show()
 # the backward into pieces and hooks and gradient accumulation run in the eager engine
 # between them. Compiled autograd, turned on with ``torch._dynamo.config.compiled_autograd``
 # when the training step is wrapped, captures the whole backward as one graph, and its
-# ``compiled_autograd_verbose`` log says what it captured and why it captured again. It
-# pays for that with a walk of the autograd graph on every backward call: CPU time, which
-# on a GPU shows as idle time when the step is bound by the CPU. Measure the step time and,
-# with ``torch.profiler``, the GPU's busy share on your own machine before choosing.
+# ``compiled_autograd_verbose`` log says what it captured and why it captured again. One
+# backward graph is also what ``mode="reduce-overhead"`` can record as one CUDA graph.
+# Every backward call still walks the autograd graph to find the captured graph. Whether
+# the trade pays is a measurement: the step time with its spread, the GPU's busy share,
+# and the diff of two profiles that names what moved.
 #
 # Further reading
 # ---------------

@@ -18,6 +18,7 @@ Compiling a whole training step, end to end
          against a float64 reference
        * How to measure, with ``torch.profiler``, whether the CPU or the GPU sets the
          pace of a step, and which optimizations can help in each case
+       * How to take a step that got slower apart, by diffing two profiles
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
@@ -38,18 +39,19 @@ Compiling a whole training step, end to end
 # gradient clipping, the optimizer and the learning-rate schedule. This page compiles
 # such a step one piece at a time and measures every rung of the ladder:
 #
-# 1. **eager**, in float32, and once more under bfloat16 autocast;
+# 1. **eager**, in float32 and under bfloat16 autocast, with ``AdamW(fused=True)``, the
+#    implementation that ``torch.optim``'s documentation ranks fastest of its three;
 # 2. **compiled model**: ``torch.compile(model)`` compiles forward and backward;
 # 3. **+ compiled optimizer**: clipping and ``AdamW.step()`` in one compiled function,
-#    with the learning rate in a tensor;
+#    with the learning rate in a tensor, in float32 and under bfloat16 autocast;
 # 4. **whole step in CUDA graphs** (GPU only): the step in one ``torch.compile`` call with
 #    ``mode="reduce-overhead"``, in float32 and under bfloat16 autocast.
 #
-# On a GPU, each row of the final table holds the step time *and* the share of it in
-# which the GPU was busy running kernels, measured with ``torch.profiler``. That share is
-# the lens of the page: a GPU runs kernels only as fast as the CPU queues them, and
-# whether the GPU or the CPU sets the pace decides which rungs can help. On a CPU there
-# is no second device to be busy or idle, and the table holds the step times alone.
+# On a GPU, each row of the final table holds the step time *and* the share of the time
+# in which the GPU was busy running kernels, measured with ``torch.profiler``: a GPU runs
+# kernels only as fast as the CPU queues them, and whether the GPU or the CPU sets the
+# pace decides which rungs can help. Every rung is compared with the rung it builds on,
+# and a difference beyond the spread of the timings is taken apart from the profiles.
 # Every rung also trains ten steps from the same weights, and its losses and weights are
 # compared with a float64 run.
 #
@@ -71,8 +73,8 @@ import torch._inductor.utils
 import torch.nn as nn
 import torch.nn.functional as F
 from tabulate import tabulate
-from torch._dynamo.utils import counters
-from torch.profiler import ProfilerActivity, profile
+from torch._dynamo.utils import compilation_time_metrics, counters
+from torch.profiler import ProfilerActivity, profile, schedule
 from torch.utils import benchmark
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -155,14 +157,20 @@ print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters")
 # compiled, which is why the model and the update come in as arguments. ``update`` clips
 # the gradients and steps the optimizer.
 #
-# One optimizer serves every rung, so that eager and compiled rungs run the same AdamW
-# algorithm with the same settings. Its learning rate is a 0-dim tensor: ``torch.compile``
-# treats a Python float in the optimizer as a constant, so each new value from the
-# schedule would compile the step again, while a tensor is an input of the compiled graph
-# that ``LambdaLR`` updates in place. Eager AdamW accepts a tensor learning rate on a GPU
-# only with ``capturable=True``, which also keeps its step counter on the GPU, as CUDA
-# graphs require. (The fastest *eager* AdamW, ``fused=True``, is compared with the
-# compiled one in :ref:`compiling_optimizer_recipe`.)
+# The learning rate is a 0-dim tensor that ``LambdaLR`` updates in place:
+# ``torch.compile`` treats a Python float in the optimizer as a constant, so each new
+# value from the schedule would compile the step again, while a tensor is an input of the
+# compiled graph. Two AdamW instances share the weights and that tensor:
+#
+# * ``eager_opt``, for the rungs whose optimizer runs eagerly: ``fused=True``, one fused
+#   kernel for the whole update, which accepts a tensor learning rate (in
+#   ``torch/optim/adam.py``, only ``foreach=True`` with ``capturable=False`` rejects one);
+# * ``opt``, for the rungs that compile it: the default implementation, which Dynamo
+#   traces and Inductor turns into its own kernels, with ``capturable=True`` on a GPU, which
+#   keeps the step counter on the GPU as CUDA graphs require. Dynamo turns it on only in
+#   an optimizer whose state is still empty (``_set_capturable`` in
+#   ``torch/_dynamo/variables/optimizer.py``); this one's state exists by the time the
+#   whole step is compiled, so it is set here.
 
 
 def train_step(model, update, opt, x, y, bf16=False):
@@ -183,6 +191,7 @@ def warmup(step):
 
 
 lr = torch.tensor(LR, device=device)
+eager_opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1, fused=True)
 opt = torch.optim.AdamW(
     model.parameters(), lr=lr, weight_decay=0.1, capturable=device == "cuda"
 )
@@ -209,40 +218,31 @@ print("float64 losses:", " ".join(f"{v:.3f}" for v in ref_losses.tolist()))
 # -------------------
 #
 # ``step_and_busy`` times ``steps`` back-to-back calls of a step, five times over, and
-# returns the median time per step, in milliseconds, and the spread of those timings
-# (their interquartile range). On a GPU the step time comes from CUDA events around the
-# loop, so it includes any time the GPU sits idle waiting for work; the caches stay warm
-# from one call to the next, as in training (``triton.testing.do_bench`` would flush the
-# L2 cache before each call instead). Then ``torch.profiler`` records the same loop once
-# more, and the helper adds up the time during which at least one GPU kernel was running
-# (kernels that overlap count once, and kernels replayed from a CUDA graph are recorded
-# too): the **GPU busy time** per step. The profiler slows the CPU side, which is why the
-# step time comes from the loop without it.
-#
-# The **busy share**, busy time over step time, gives the verdict that ``read_steps``
-# prints in the ``bound`` column:
-#
-# * at least 85 %: the GPU works almost all the time and the step is **bound by the
-#   GPU**: only less GPU work (fusion, a cheaper precision) makes it faster;
-# * below: the GPU idles for the rest of the step, waiting for the CPU to queue the next
-#   kernel, and the step is **bound by the CPU** (Python, guard checks, kernel launches):
-#   only less CPU work per step helps.
-#
-# A share slightly above 100 % is noise between the two loops. On a CPU there is no
-# second device: ``torch.utils.benchmark`` times the step with every thread, and the
-# busy time is ``None``.
+# returns the median time per step in milliseconds and the **spread**, the interquartile
+# range of those five timings. On a GPU the step time comes from CUDA events around the
+# loop, so it includes any time the GPU sits idle waiting for work; on a CPU,
+# ``torch.utils.benchmark`` times the loop with every thread. The caches stay warm from
+# one call to the next, as in training. Then ``torch.profiler`` records the CPU's
+# operators and ranges (and, on a GPU, the kernels) over the same loop, after one warm-up
+# step that it discards. On a GPU the helper adds up the time during which at least one
+# kernel ran (overlapping kernels count once, kernels replayed from a CUDA graph too) and
+# divides it by the wall time of that profiled loop: the **busy share**. At 85 % or more, the
+# ``bound`` column says GPU: only less GPU work (fusion, a cheaper precision) shortens
+# the step. Below, the GPU waits for the CPU to queue kernels, and only less CPU work per
+# step helps. The profiler's own CPU cost lowers the share a little on a CPU-bound row;
+# the step column comes from the loop without it.
 
 
 def step_and_busy(step, steps=5):
-    """Median step time, GPU busy time per step (None on a CPU) and spread, in ms."""
-    if device == "cpu":
-        timer = benchmark.Timer(
-            "step()", globals={"step": step}, num_threads=torch.get_num_threads()
-        )
-        m = timer.blocked_autorange(min_run_time=1.0)
-        return m.median * 1e3, None, m.iqr * 1e3
+    """(median ms, spread ms, busy % or None on a CPU), and the profile of ``steps``."""
+    timer = benchmark.Timer(
+        "step()", globals={"step": step}, num_threads=torch.get_num_threads()
+    )
     windows = []
-    for _ in range(5):  # CUDA events around back-to-back steps, no profiler
+    for _ in range(5):  # five windows of back-to-back steps, no profiler
+        if device == "cpu":
+            windows.append(timer.timeit(steps).mean * 1e3)
+            continue
         start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
         start.record()
         for _ in range(steps):
@@ -250,91 +250,124 @@ def step_and_busy(step, steps=5):
         end.record()
         end.synchronize()
         windows.append(start.elapsed_time(end) / steps)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # the same loop, profiled
-        for _ in range(steps):
+    q1, median, q3 = statistics.quantiles(windows, n=4)
+    activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
+    warm_then_record = schedule(wait=0, warmup=1, active=steps)
+    with profile(activities=activities, schedule=warm_then_record) as prof:
+        for i in range(steps + 1):  # step 0 is the profiler's warm-up, not recorded
+            if i == 1:
+                start = time.perf_counter()
             step()
-        torch.cuda.synchronize()
+            if i < steps:
+                prof.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        wall_us = (time.perf_counter() - start) * 1e6
+    if device == "cpu":
+        return (median, q3 - q1, None), prof
     spans = sorted(
         (e.time_range.start, e.time_range.end)
         for e in prof.events()
-        if e.device_type == torch.autograd.DeviceType.CUDA
+        if e.device_type == torch.autograd.DeviceType.CUDA and not e.is_user_annotation
     )
     busy, reach = 0.0, float("-inf")
     for s, e in spans:  # the union of the kernels' intervals, in microseconds
         if e > reach:
             busy += e - max(s, reach)
             reach = e
-    q1, _, q3 = statistics.quantiles(windows, n=4)
-    return statistics.median(windows), busy / steps / 1e3, q3 - q1
+    return (median, q3 - q1, 100 * busy / wall_us), prof
 
 
 # %%
-# ``read_steps`` is the page's one reading of those numbers. It prints the table, with
-# three GPU columns on a GPU (busy time, busy share, and the bound from the share), and
-# then one line for every step that came out slower than a step it builds on, saying
-# whether the difference exceeds the spread of the timings and, on a GPU, whether the
-# extra time went into kernels (more busy time) or into waiting for the CPU (more idle
-# time).
+# ``attribute`` is the page's one reading of a comparison. A rung differs from the rung
+# it builds on only if the gap exceeds both rows' spread; then the helper diffs the two
+# profiles, per operator and range, and names the parts whose time per step moved most
+# in the direction of the gap: kernel time on a GPU-bound row, self CPU time otherwise
+# (the time spent inside an operator or range itself, not in the ones it calls:
+# ``TorchDynamo Cache Lookup``, ``Torch-Compiled Region``, ``CompiledFunction``,
+# ``## Call CompiledFxGraph ...``, ``cudaLaunchKernel``, ``aten::*``...).
+# The profiler wraps each step in a ``ProfilerStep#`` range; their self time, summed as
+# ``ProfilerStep*``, is the step's time outside every other range: Python, and C++ work
+# that records no range of its own. ``cpu_parts`` lists, the same way, where one row's
+# own CPU time goes.
 
 
-def read_steps(timed, refs, rows, headers):
-    """Print the table (with the GPU columns on a GPU), then a line for each step that
-    is slower than a step it is compared with, saying where the extra time went."""
-    if device == "cpu":
-        print(
-            "On a CPU there is no separate device to be busy or idle: "
-            "the GPU columns are left out."
-        )
-    else:
-        headers = headers + ["GPU busy (ms)", "busy %", "bound"]
-        for row, (step, busy, _) in zip(rows, timed.values()):
-            bound = "GPU" if busy >= 0.85 * step else "CPU"
-            row += [f"{busy:.2f}", f"{busy / step:.0%}", bound]
-    print(tabulate(rows, headers, tablefmt="github", disable_numparse=True))
-    for label, (step, busy, spread) in timed.items():
-        for ref in [ref for ref in refs.get(label, []) if timed[ref][0] < step]:
-            ref_step, ref_busy, ref_spread = timed[ref]
-            extra, noise = step - ref_step, max(spread, ref_spread)
-            why = f"{label}: {step / ref_step:.2f}x the step of {ref} "
-            why += f"({step:.2f} against {ref_step:.2f} ms)"
-            if extra <= noise:
-                why += f", within the spread of the timings ({noise:.2f} ms)"
-            elif busy is None:
-                why += f": {extra:.2f} ms more CPU time (spread {noise:.2f} ms)"
-            else:
-                idle, ref_idle = max(step - busy, 0), max(ref_step - ref_busy, 0)
-                more = (
-                    "idle, waiting for the CPU"
-                    if idle - ref_idle >= busy - ref_busy
-                    else "busy"
-                )
-                why += f"; GPU busy {ref_busy:.2f} -> {busy:.2f} ms, idle "
-                why += f"{ref_idle:.2f} -> {idle:.2f} ms: the GPU spends most "
-                why += f"of the extra time {more}; {busy / step:.0%} busy"
-            print(why)
+def per_step(prof, steps, gpu=False):
+    """Self time per step (ms) of each operator and range in a profile."""
+    parts = {}
+    for e in prof.key_averages():
+        if gpu and (
+            e.device_type == torch.autograd.DeviceType.CPU or e.is_user_annotation
+        ):
+            continue  # a kernel's time counts once: on the kernel, not its CPU caller
+        us = e.self_device_time_total if gpu else e.self_cpu_time_total
+        key = "ProfilerStep*" if e.key.startswith("ProfilerStep#") else e.key
+        parts[key] = parts.get(key, 0.0) + us / 1e3 / steps
+    return parts
+
+
+def attribute(name, ref, steps=5):
+    """Print whether `name` differs from `ref` beyond both spreads and, if so, what moved."""
+    (t, spread, busy), (t0, spread0, _) = times[name], times[ref]
+    gap = t - t0
+    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
+    if abs(gap) <= max(spread, spread0):
+        print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
+        return
+    gpu = busy is not None and busy >= 85  # a GPU-bound step: what moved is kernel time
+    new, old = per_step(profs[name], steps, gpu), per_step(profs[ref], steps, gpu)
+    sign = 1 if gap > 0 else -1
+    parts = {
+        k: sign * (new.get(k, 0.0) - old.get(k, 0.0)) for k in new.keys() | old.keys()
+    }
+    moved = [
+        (k, ms) for k, ms in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if ms > 0
+    ]
+    covered = sum(ms for _, ms in moved)
+    named = "; ".join(f"{k[:48]} {sign * ms:+.3f} ms" for k, ms in moved)
+    print(
+        f"{head}, {'slower' if gap > 0 else 'faster'} beyond the spread. "
+        f"{'GPU kernel' if gpu else 'Self CPU'} time per step that "
+        f"{'grew' if gap > 0 else 'shrank'} most: {named}: "
+        f"{100 * covered / abs(gap):.0f} % of the gap; the rest, "
+        f"{sign * (abs(gap) - covered):+.3f} ms, is outside these parts"
+    )
+
+
+def cpu_parts(name, steps=5):
+    """Print the largest self CPU times per step of one row's profile."""
+    parts = sorted(per_step(profs[name], steps).items(), key=lambda kv: -kv[1])
+    top = "; ".join(f"{k[:48]} {ms:.3f} ms" for k, ms in parts[:3])
+    print(
+        f"{name}: {times[name][2]:.0f} % busy; CPU time per profiled step "
+        f"{sum(ms for _, ms in parts):.3f} ms (unprofiled {times[name][0]:.3f} ms), "
+        f"most in: {top}"
+    )
 
 
 # %%
 # Running a rung
 # --------------
 #
-# ``rung`` runs one rung of the ladder. It puts the weights and the optimizer state back
-# to their initial values *in place* (the same tensors, so whatever an earlier rung
-# compiled stays valid) and trains ``N_CHECK`` steps on the fixed batches. The first step
-# runs inside ``fresh_cache()``, Inductor's helper that points its caches at a new empty
-# folder, so it includes a **cold** compile of whatever the rung adds; ``rung`` asserts
-# that the FX graph cache missed and never hit, and that a graph was compiled. The later
-# steps must compile nothing, although the schedule changes the learning rate at every
-# one of them, nor while the step is timed. Then it scores the losses and weights
-# against float64 and times the step.
+# ``rung`` runs one rung of the ladder. It puts the weights, the learning rate and the
+# optimizer state back to their initial values *in place* (the same tensors, so whatever
+# an earlier rung compiled stays valid) and trains ``N_CHECK`` steps on the fixed
+# batches. The first step runs inside ``fresh_cache()``, Inductor's helper that points its
+# caches at a new empty folder, so it includes a **cold** compile of whatever the rung
+# adds; ``rung`` asserts that the FX graph cache missed and never hit, and that a graph
+# was compiled. The later steps must compile nothing, although the schedule changes the
+# learning rate at every one of them, nor while the step is timed. Then it scores the
+# losses and weights against float64 and times the step. For the CUDA-graph rungs it
+# counts the CUDA graphs that Inductor recorded and those it declined to record.
 
-rows, timed = [], {}
+rows, times, profs = [], {}, {}
 
 
-def rung(label, step_fn, compiled=True, cudagraphs=False):
+def rung(label, step_fn, opt, compiled=True, cudagraphs=False):
     global scheduler
     with torch.no_grad():
         model.load_state_dict(initial_state)
+        lr.fill_(LR)
         for state in opt.state.values():
             for value in state.values():  # exp_avg, exp_avg_sq, step
                 value.zero_()
@@ -352,6 +385,8 @@ def rung(label, step_fn, compiled=True, cudagraphs=False):
     graphs0 = counters["stats"]["unique_graphs"]
     hits0 = counters["inductor"]["fxgraph_cache_hit"]
     misses0 = counters["inductor"]["fxgraph_cache_miss"]
+    recorded0 = len(compilation_time_metrics.get("CUDAGraphNode.record", []))
+    skipped0 = counters["inductor"]["cudagraph_skips"]
     with torch._inductor.utils.fresh_cache():
         start = time.perf_counter()
         losses = [step(inputs[0], targets[0]).item()]
@@ -371,19 +406,18 @@ def rung(label, step_fn, compiled=True, cudagraphs=False):
     )
     weights = torch.cat([p.detach().flatten() for p in model.parameters()]).double()
     weight_err = ((weights - ref_weights).norm() / ref_weights.norm()).item()
-    timed[label] = step_and_busy(step)
-    step_ms, busy_ms, _ = timed[label]
+    times[label], profs[label] = step_and_busy(step)
     assert counters["stats"]["unique_graphs"] == graphs0 + graphs, "recompiled"
     first = f"{first_s:.1f}" if compiled else "-"
-    rows.append(
-        [label, first, f"{loss_err:.1e}", f"{weight_err:.1e}", f"{step_ms:.2f}"]
-    )
-    busy = "" if busy_ms is None else f", GPU busy {busy_ms:.2f} ms"
-    print(
-        f"{label}: "
-        + (f"first step {first} s, " if compiled else "")
-        + f"step {step_ms:.2f} ms{busy}"
-    )
+    rows.append([label, first])
+    line = f"{label}: Dynamo graphs compiled {graphs}"
+    if cudagraphs:
+        recorded = len(compilation_time_metrics.get("CUDAGraphNode.record", []))
+        recorded -= recorded0
+        skipped = counters["inductor"]["cudagraph_skips"] - skipped0
+        line += f", CUDA graphs recorded {recorded}, not recorded {skipped}"
+        assert recorded > 0 and skipped == 0
+    print(line)
     return loss_err, weight_err
 
 
@@ -394,14 +428,22 @@ def rung(label, step_fn, compiled=True, cudagraphs=False):
 # The loop everyone writes first, in float32 and then under bfloat16 autocast.
 # ``torch.autocast`` runs matrix multiplications and attention in bfloat16 and keeps the
 # sensitive ops (LayerNorm, softmax, cross-entropy) and the weights in float32, by
-# PyTorch's default rules. Cheaper arithmetic where the hardware has bfloat16 units,
-# but more kernels to launch: every autocast region adds casts. Its errors against
-# float64 are those of bfloat16 and are shown for scale only.
+# PyTorch's default rules: cheaper arithmetic where the hardware has bfloat16 units, and
+# cast kernels around every autocast region. Its errors against float64 are those of
+# bfloat16; the compiled bfloat16 rungs are held to them.
 
-eager_err = rung("eager", lambda x, y: train_step(model, update, opt, x, y), False)
-_ = rung(
+errors = {
+    "eager": rung(
+        "eager",
+        lambda x, y: train_step(model, update, eager_opt, x, y),
+        eager_opt,
+        False,
+    )
+}
+errors["eager, bf16 autocast"] = rung(
     "eager, bf16 autocast",
-    lambda x, y: train_step(model, update, opt, x, y, bf16=True),
+    lambda x, y: train_step(model, update, eager_opt, x, y, bf16=True),
+    eager_opt,
     compiled=False,
 )
 
@@ -411,17 +453,24 @@ _ = rung(
 #
 # ``torch.compile(model)`` compiles the forward pass, and AOTAutograd derives and compiles
 # the matching backward; the autograd engine still runs that backward and accumulates
-# the gradients. Clipping, the optimizer and the schedule stay eager. We reset Dynamo
-# once here, so the ladder starts from nothing compiled in this process.
+# the gradients. Clipping, the fused optimizer and the schedule stay eager. We reset
+# Dynamo once here, so the ladder starts from nothing compiled in this process, and
+# compile a one-line function first, so that Inductor's one-time start-up in the process
+# (its imports, its pool of compile workers) is timed apart from the rungs' compiles.
 
 torch._dynamo.reset()
+with torch._inductor.utils.fresh_cache():  # Inductor's one-time start-up, not a rung's
+    start = time.perf_counter()
+    torch.compile(torch.sin)(torch.zeros(8, device=device))
+print(
+    f"one-time Inductor start-up, with a tiny compile: {time.perf_counter() - start:.1f} s"
+)
 compiled_model = torch.compile(model)
-results = {
-    "compiled model": rung(
-        "compiled model",
-        lambda x, y: train_step(compiled_model, update, opt, x, y),
-    )
-}
+errors["compiled model"] = rung(
+    "compiled model",
+    lambda x, y: train_step(compiled_model, update, eager_opt, x, y),
+    eager_opt,
+)
 
 # %%
 # Rung 3: compile the optimizer step
@@ -430,17 +479,25 @@ results = {
 # ``torch.compile(update)`` turns clipping and AdamW into generated kernels, each covering
 # many parameters. The schedule writes a new value into ``lr`` at every step and the
 # compiled graph reads it; ``rung`` has asserted that none of those steps compiled
-# anything. The optimizer's compilation is the subject of :ref:`compiling_optimizer_recipe`
+# anything. The rung runs in float32 and under bfloat16 autocast: autocast's state is
+# part of what Dynamo guards on, so the second run compiles the model's forward again,
+# once. The optimizer's compilation is the subject of :ref:`compiling_optimizer_recipe`
 # and, with schedules, of :ref:`compiling_optimizer_lr_scheduler`.
 
 compiled_update = torch.compile(update)
-results["+ compiled optimizer"] = rung(
+errors["+ compiled optimizer"] = rung(
     "+ compiled optimizer",
     lambda x, y: train_step(compiled_model, compiled_update, opt, x, y),
+    opt,
 )
-assert opt.param_groups[0]["lr"] is lr
+errors["+ compiled optimizer, bf16"] = rung(
+    "+ compiled optimizer, bf16",
+    lambda x, y: train_step(compiled_model, compiled_update, opt, x, y, bf16=True),
+    opt,
+)
+assert opt.param_groups[0]["lr"] is lr and eager_opt.param_groups[0]["lr"] is lr
 print(
-    f"lr is still the same tensor, now {lr.item():.1e} (it started at {LR / N_CHECK:.1e})"
+    f"lr is still the same tensor, now {lr.item():.1e} (it starts at {LR / N_CHECK:.1e})"
 )
 
 # %%
@@ -450,47 +507,46 @@ print(
 # After rung 3 a step is a handful of compiled graphs, but each still launches its
 # kernels one at a time from Python, with guard checks and autograd bookkeeping in
 # between. A CUDA graph records the kernels of a graph once and replays them all with one
-# launch. ``mode="reduce-overhead"`` records every graph that ``torch.compile``
-# produces, and this step meets the conditions: fixed shapes, no ``.item()`` or other
-# CPU read of GPU values, and everything that changes between steps (weights, optimizer
-# state, learning rate, batch) held in tensors.
+# launch. ``mode="reduce-overhead"`` hands every graph that ``torch.compile`` produces to
+# Inductor's CUDA-graph trees, and this step meets their conditions: fixed shapes, no
+# ``.item()`` or other CPU read of GPU values, and everything that changes between steps
+# (weights, optimizer state, learning rate, batch) held in tensors.
 #
-# ``train_step`` itself is compiled now. Dynamo splits it at ``loss.backward()``, which
-# it does not trace: one graph for the forward, the backward that AOTAutograd derives
-# from it, and one graph for clipping and AdamW. ``rung`` calls
-# ``torch.compiler.cudagraph_mark_step_begin()`` before each step, telling the CUDA-graph
-# runtime that the previous step's outputs may be overwritten. Compiled autograd could
-# capture the backward as a graph of its own as well: :ref:`compiled_autograd_tutorial`
-# shows how, and what it costs.
+# ``train_step`` itself is compiled now, and Dynamo splits it into several graphs. It
+# does not trace ``loss.backward()``, so the forward and loss are one graph, and
+# AOTAutograd compiles their backward, which the engine calls. After it, AdamW's
+# ``step`` is wrapped in ``_use_grad_for_differentiable`` (``torch/optim/optimizer.py``),
+# which calls ``torch._dynamo.graph_break()`` before and after the update on purpose, so
+# that AOTAutograd sees the update as a graph without autograd: clipping, the update and
+# the rest of the step (``loss.detach()``) are graphs of their own. ``rung`` prints how
+# many graphs Dynamo compiled and how many CUDA graphs were recorded, and the two counts
+# need not match: the backward has no Dynamo graph of its own but is recorded too, and a
+# CUDA-graph tree records a graph, after a warm-up call, as a node that follows the graph
+# that ran before it in the step (``CUDAGraphTreeManager._run`` in
+# ``torch/_inductor/cudagraph_trees.py``), so a compiled graph that runs after another
+# graph than before, such as another backward, is recorded again as a new node.
+# ``rung`` calls ``torch.compiler.cudagraph_mark_step_begin()`` before each step,
+# telling the runtime that the previous step's outputs may be overwritten.
 #
-# The rung runs twice, in float32 and under bfloat16 autocast; ``bf16`` is a Python
-# bool that Dynamo guards on, so the second run compiles the step again, once. Compare
-# the bfloat16 row with the eager bfloat16 row and the float32 one: the same change of
-# GPU work, measured with and without the CPU's launch costs in the way.
-#
-# CUDA graphs do not exist on a CPU, so there the ladder ends at rung 3.
+# The rung runs in float32 and under bfloat16 autocast; ``bf16`` is a Python bool that
+# Dynamo guards on, so the second run compiles the forward again. Each row is compared
+# with rung 3 in the same precision: largely the same kernels, without and with CUDA
+# graphs.
+# Compiled autograd can capture the backward into the graphs as well:
+# :ref:`compiled_autograd_tutorial` shows how.
 
 if device == "cuda":
     whole_step = torch.compile(train_step, mode="reduce-overhead")
-    results["whole step, CUDA graphs"] = rung(
-        "whole step, CUDA graphs",
-        lambda x, y: whole_step(model, update, opt, x, y),
-        cudagraphs=True,
-    )
-    rung(
-        "whole step, CUDA graphs, bf16",
-        lambda x, y: whole_step(model, update, opt, x, y, bf16=True),
-        cudagraphs=True,
-    )
-    # Inductor times every CUDA graph it records and counts every graph it declines to.
-    recorded = torch._dynamo.utils.compilation_time_metrics.get("CUDAGraphNode.record")
-    skipped = counters["inductor"]["cudagraph_skips"]
-    print(
-        f"CUDA graphs recorded: {len(recorded or [])}; graphs not recorded: {skipped}"
-    )
-    assert recorded and skipped == 0
+    for bf16 in (False, True):
+        label = "whole step, CUDA graphs" + ", bf16" * bf16
+        errors[label] = rung(
+            label,
+            lambda x, y, bf16=bf16: whole_step(model, update, opt, x, y, bf16=bf16),
+            opt,
+            cudagraphs=True,
+        )
 else:
-    print("No CUDA graphs on a CPU: the ladder ends at rung 3.")
+    print("CUDA graphs need a GPU: on this CPU the ladder ends at rung 3.")
 
 # %%
 # Compiled training computes the same thing
@@ -500,14 +556,17 @@ else:
 # differently; it may be as far from the float64 truth as eager is, but not much
 # farther. Following the rule of PyTorch's own accuracy checker, each compiled rung's
 # error (the largest relative loss error over the ``N_CHECK`` steps, and the relative
-# error of all weights after them) must be at most three times eager's plus a small
-# floor.
+# error of all weights after them) must be at most three times eager's in the same
+# precision, plus a small floor.
 
-for name, errors in results.items():
-    for err, eager, what in zip(errors, eager_err, ("loss", "weights")):
-        assert err <= 3 * eager + 1e-5, f"{name}: {what} error {err:.1e}"
-print(f"eager float32 errors: loss {eager_err[0]:.1e}, weights {eager_err[1]:.1e}")
-print(f"compiled rungs within 3x of eager's error + 1e-5: {', '.join(results)}")
+for name, errs in errors.items():
+    eager = errors["eager, bf16 autocast" if "bf16" in name else "eager"]
+    for err, err0, what in zip(errs, eager, ("loss", "weights")):
+        assert err <= 3 * err0 + 1e-5, f"{name}: {what} error {err:.1e}"
+print("every rung within 3x of eager's error in its precision + 1e-5:")
+rows_err = [[name, f"{a:.1e}", f"{b:.1e}"] for name, (a, b) in errors.items()]
+headers = ["rung", "loss error", "weight error"]
+print(tabulate(rows_err, headers, tablefmt="github", disable_numparse=True))
 
 # %%
 # Reading the ladder
@@ -515,34 +574,45 @@ print(f"compiled rungs within 3x of eager's error + 1e-5: {', '.join(results)}")
 #
 # One row per rung. "first step" is the cold compile of what the rung adds, plus one
 # step; a CUDA-graph rung records its graphs during the steps after it, which that
-# column leaves out. The errors are against float64, after ``N_CHECK`` steps. Below the
-# table, ``read_steps`` prints a line for each rung that came out slower than the rung
-# before it or than eager in the same precision.
+# column leaves out. Below the table, ``attribute`` compares each rung with the one it
+# builds on, and on a GPU ``cpu_parts`` says where the CPU time of each CUDA-graph rung
+# goes.
 
 refs = {
-    "eager, bf16 autocast": ["eager"],
-    "compiled model": ["eager"],
-    "+ compiled optimizer": ["compiled model", "eager"],
-    "whole step, CUDA graphs": ["+ compiled optimizer", "eager"],
-    "whole step, CUDA graphs, bf16": [
-        "whole step, CUDA graphs",
-        "eager, bf16 autocast",
-    ],
+    "eager, bf16 autocast": "eager",
+    "compiled model": "eager",
+    "+ compiled optimizer": "compiled model",
+    "+ compiled optimizer, bf16": "eager, bf16 autocast",
+    "whole step, CUDA graphs": "+ compiled optimizer",
+    "whole step, CUDA graphs, bf16": "+ compiled optimizer, bf16",
 }
-headers = ["rung", "first step, cold (s)", "loss error", "weight error", "step (ms)"]
+headers = ["rung", "first step, cold (s)", "step (ms)", "spread (ms)"]
+for row in rows:
+    step_ms, spread, busy = times[row[0]]
+    row += [f"{step_ms:.3f}", f"{spread:.3f}"]
+    if busy is not None:
+        row += [f"{busy:.0f}", "GPU" if busy >= 85 else "CPU"]
+headers += ["busy %", "bound"] * (device == "cuda")
 print(f"{device_name}, torch {torch.__version__}; medians of back-to-back steps")
-read_steps(timed, refs, rows, headers)
+print(tabulate(rows, headers, tablefmt="github", disable_numparse=True))
+for name, ref in refs.items():
+    if name in times:
+        attribute(name, ref)
+for name in [name for name in times if "CUDA graphs" in name]:
+    cpu_parts(name)
 
-fig, ax = plt.subplots(figsize=(7, 0.5 * len(timed) + 1.5))
-steps = [step for step, _, _ in timed.values()]
+fig, ax = plt.subplots(figsize=(7, 0.5 * len(times) + 1.5))
+steps = [step for step, _, _ in times.values()]
 if device == "cuda":
-    busy = [busy for _, busy, _ in timed.values()]
-    ax.barh(list(timed), busy, color="C0", label="GPU busy")
-    idle = [max(step - b, 0) for step, b in zip(steps, busy)]
-    ax.barh(list(timed), idle, left=busy, color="0.75", label="GPU idle")
-    ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+    busy = [step * share / 100 for step, _, share in times.values()]
+    ax.barh(
+        list(times), busy, color="C0", label="GPU busy (share of the profiled loop)"
+    )
+    idle = [step - b for step, b in zip(steps, busy)]
+    ax.barh(list(times), idle, left=busy, color="0.75", label="GPU idle")
+    ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
 else:
-    ax.barh(list(timed), steps, color="C0")
+    ax.barh(list(times), steps, color="C0")
 ax.invert_yaxis()
 ax.set_xlabel("step time, ms (median)")
 ax.set_title(f"Training step, {device_name}")
@@ -550,38 +620,21 @@ fig.tight_layout()
 plt.show()
 
 # %%
-# On a GPU, read each row by its busy share first. Where the share is low, the GPU
-# finishes each kernel before the CPU has queued the next, and the step is as long as
-# the CPU's work. On such a row, making the GPU's work smaller (fusing kernels,
-# switching to bfloat16) cannot shorten the step, and anything that adds kernels (the
-# casts of autocast) or fixed costs per call (guard checks, the wrappers around a
-# compiled graph) lengthens it: a line from ``read_steps`` then says that the extra time
-# is the GPU waiting for the CPU. Where the share is near 100 %, the GPU's work sets the
-# pace: now fusion and bfloat16 count, and trimming the CPU side does not.
-#
-# Each rung moves both the busy and the idle time. Compiling the model fuses the
-# pointwise work around the matrix multiplications into fewer kernels (less GPU time,
-# fewer launches), but each call into a compiled graph has fixed costs of its own.
-# Compiling the optimizer replaces its Python loop over the parameters and its chain of
-# foreach kernels with a few generated kernels. CUDA graphs act on the CPU side alone: a
-# replay issues all the kernels of a graph with one launch, so the CPU's share shrinks to
-# a few calls plus the eager Python left between graphs (``zero_grad``, the scheduler),
-# while the GPU runs the same kernels as before, plus copies of the inputs that change
-# (here the batch) into the graphs' own buffers.
-#
-# On a CPU the step time is all CPU time, and the same rungs change it in other ways.
-# Compiled code runs Inductor's generated C++ loops in place of ATen's kernels (fused, but
-# each parallel loop wakes every thread), and each call into a compiled graph still pays
-# its fixed costs. Autocast helps only a CPU with bfloat16 instructions (AVX-512 BF16 or
-# AMX); elsewhere bfloat16 matrix multiplications convert their operands to float32 on
-# the fly, and the casts come on top. Threads that must meet after each loop also wait
-# for one another when other programs share the cores, so on a busy machine the spread
-# of the timings grows, and a line that says "within the spread of the timings" means
-# that the two rungs cannot be told apart there.
-#
-# The balance depends on the machine: the same GPU behind a slower host CPU spends more
-# time idle, and a bigger model or batch shifts the work to the GPU. So measure on
-# yours, rung by rung, and read the busy share before choosing what to optimize.
+# How the rungs act: compiling the model fuses the pointwise work around the matrix
+# multiplications into fewer kernels (less GPU time, fewer launches), but each call into
+# a compiled graph has fixed CPU costs of its own (guard checks, AOTAutograd's wrapper).
+# Compiling the optimizer replaces the fused AdamW kernel and the clipping's kernels
+# with Inductor's generated kernels. CUDA graphs act on the CPU side alone: a
+# replay issues all the kernels of a graph with one launch, while the GPU runs the same
+# kernels as before, plus copies of the inputs that change (here the batch) into the
+# graphs' own buffers. What stays on the CPU in a CUDA-graph step is what runs outside
+# the graphs: ``zero_grad`` and the scheduler, the guard checks and the CUDA-graph
+# runtime's bookkeeping around each graph, the engine's call of the backward, and the
+# Python between them; ``cpu_parts`` measures how much each takes. Which of these effects
+# wins on a row is what ``attribute`` prints, from that row's profile and its
+# reference's. The balance depends on the machine: the same GPU behind
+# a slower host CPU idles longer, and a bigger model or batch shifts the work to the
+# GPU.
 #
 # Conclusion
 # ----------
@@ -589,13 +642,12 @@ plt.show()
 # A whole training step compiles in rungs: the model with ``torch.compile(model)``, the
 # clipping and optimizer step with ``torch.compile`` and a tensor learning rate that the
 # schedule updates in place, and, on a GPU, the whole step with
-# ``mode="reduce-overhead"``, which replays it as CUDA graphs. Every rung trained from
-# the same weights, stayed within a small multiple of eager's distance from a float64
-# run, and compiled nothing after its first step. On a GPU, the busy share that
-# ``torch.profiler`` measures beside each step time tells which changes can help: less
-# GPU work pays only while the GPU is busy most of the step, and CUDA graphs, which
-# remove the CPU's cost per kernel, only while it idles. On a CPU, where the step is all
-# CPU time, compare the rungs' step times against the spread of their timings.
+# ``mode="reduce-overhead"``, which replays every graph of it, the backward included, as
+# CUDA graphs. Every rung trained from the same weights, stayed within a small multiple
+# of eager's distance from a float64 run in its precision, and compiled nothing after
+# its first step. The busy share from ``torch.profiler`` says which changes can help: less
+# GPU work pays while the GPU is busy most of the step, less CPU work while it idles; and
+# the diff of two rungs' profiles says what moved between them.
 #
 # Further reading
 # ---------------

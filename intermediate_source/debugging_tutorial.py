@@ -19,7 +19,7 @@ Debugging torch.compile end to end: graph breaks, recompiles, wrong results
        * How to record a ``TORCH_TRACE`` of a run and turn it into a ``tlparse`` report
        * How to locate a numerical difference by switching backends, checked against float64
        * Why a compiled step can be no faster: how busy ``torch.profiler`` finds the GPU,
-         the top operators of a profile, and a trace to open in Perfetto
+         which operators' self CPU time grew, and a trace to open in Perfetto
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
@@ -47,8 +47,9 @@ Debugging torch.compile end to end: graph breaks, recompiles, wrong results
 #
 # Each section goes *symptom, how to see it, fix, check*: the check counts graph breaks and
 # compiled graphs before and after, so that "fixed" is asserted, not assumed. At the end we
-# time the training step before and after the fixes, profile it, and look at the same run
-# in a ``tlparse`` report that the page generates.
+# time the training step before and after the fixes, eager and compiled, profile it, and
+# look at the compiled run of the model as written in a ``tlparse`` report that the page
+# generates.
 #
 # Setup
 # -----
@@ -64,11 +65,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
+import time
 import warnings
 from pathlib import Path
 
-# A note from torch.profiler about reusing a profiler: each one here runs once.
+# A note from torch.profiler about reusing a profiler: each one here runs one cycle.
 warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
 
 # torch.profiler's tracing library (Kineto) logs each start and stop, and on a machine
@@ -94,48 +95,79 @@ else:
 print(f"torch {torch.__version__} on {device} ({device_name})")
 
 # %%
-# Three small helpers. ``step_and_busy`` times ``steps`` back-to-back calls of a step, five
-# times over: the median time per step, and the spread of the five (interquartile range).
-# On a GPU the step time comes from CUDA events, without the profiler (it slows the CPU);
-# then ``torch.profiler`` records the same loop, and the time during which at least one
-# kernel ran (overlaps counted once) is the **GPU busy time** per step. Both loops keep the
-# caches warm from step to step, as training does (``triton.testing.do_bench`` flushes the
-# L2 cache before every call). On a CPU, ``torch.utils.benchmark`` times the step on all
-# threads. ``captured_logs`` turns log artifacts on in-process (the switches of
-# ``TORCH_LOGS``) and collects what they print; ``show`` prints the lines we ask for,
-# without the log prefix and the directories of file names.
+# Helpers. ``time_and_profile`` times a training step with ``torch.utils.benchmark`` on
+# all threads: five windows of ``steps`` back-to-back steps, without the profiler (it slows
+# the CPU); on a GPU the timer synchronizes at both ends of a window. Back to back, the
+# caches stay warm from step to step, as in training. It returns the median time per step
+# and the spread of the windows (interquartile range). Then ``torch.profiler`` records the
+# step (CPU activity, plus the GPU's kernels on a GPU) with a *schedule*: one warm-up step
+# that starts the profiler's machinery and is dropped, then ``profiled`` steps kept. On a
+# GPU the **busy share** is the time during which at least one kernel ran (overlaps counted
+# once) over the wall time of those profiled steps. ``attribute`` compares two rows: within
+# the spread it says so; beyond it, it diffs the two profiles' *self CPU time* per step of
+# every operator and range (kernel time where the GPU is busy) and prints what grew most,
+# and how much of the gap that covers. ``captured_logs`` turns log artifacts on in-process
+# (the switches of ``TORCH_LOGS``) and collects what they print; ``show`` prints the lines
+# we ask for, without the log prefix and the directories of file names.
+
+activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
+sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
 
-def step_and_busy(step, steps=10):
-    """(median step time, GPU busy time per step or None on a CPU, spread), in ms."""
-    if device == "cpu":
-        timer = benchmark.Timer(
-            "step()", globals={"step": step}, num_threads=torch.get_num_threads()
-        )
-        m = timer.blocked_autorange(min_run_time=0.5)
-        return m.median * 1e3, None, m.iqr * 1e3
-    windows = []
-    for _ in range(5):  # CUDA events around back-to-back steps, no profiler
-        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-        start.record()
-        for _ in range(steps):
-            step()
-        end.record()
-        end.synchronize()
-        windows.append(start.elapsed_time(end) / steps)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # the same loop, profiled
-        for _ in range(steps):
-            step()
-        torch.cuda.synchronize()
-    cuda = torch.autograd.DeviceType.CUDA
-    kernels = [e.time_range for e in prof.events() if e.device_type == cuda]
+def time_and_profile(step, steps=20, profiled=3):
+    """((median step ms, spread ms, GPU busy % or None), profile of `profiled` steps)."""
+    timer = benchmark.Timer(
+        "step()", globals={"step": step}, num_threads=torch.get_num_threads()
+    )
+    windows = [timer.timeit(steps).mean * 1e3 for _ in range(5)]  # no profiler
+    q1, median, q3 = statistics.quantiles(windows, n=4)
+    plan = torch.profiler.schedule(wait=0, warmup=1, active=profiled, repeat=1)
+    marks = []
+    with profile(activities=activities, schedule=plan) as prof:
+        for i in range(1 + profiled):
+            with record_function("training step"):
+                step()
+            if i in (0, profiled):  # the profiled steps' own wall time
+                sync()
+                marks.append(time.perf_counter() * 1e6)  # us, as the profiler counts
+            prof.step()
     busy, reach = 0.0, float("-inf")
+    gpu = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    kernels = [e.time_range for e in gpu if not e.is_user_annotation]  # not our range
     for s, e in sorted((k.start, k.end) for k in kernels):  # their union, in us
         if e > reach:
             busy += e - max(s, reach)
             reach = e
-    q1, _, q3 = statistics.quantiles(windows, n=4)
-    return statistics.median(windows), busy / steps / 1e3, q3 - q1
+    share = 100 * busy / (marks[1] - marks[0]) if device == "cuda" else None
+    return (median, q3 - q1, share), prof
+
+
+def attribute(name, ref, steps=3):
+    """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
+    (t, spread, busy), (t0, spread0, _) = times[name], times[ref]
+    gap = t - t0
+    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
+    if gap <= max(spread, spread0):
+        print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
+        return
+    gpu = busy is not None and busy >= 85  # a GPU-bound step: what grew is kernel time
+    parts = {}
+    for sign, prof in ((1, profs[name]), (-1, profs[ref])):
+        for e in prof.key_averages():
+            if gpu and (e.device_type.name != "CUDA" or e.is_user_annotation):
+                continue  # kernels only: an operator's self GPU time counts them again
+            us = e.self_device_time_total if gpu else e.self_cpu_time_total
+            parts[e.key] = parts.get(e.key, 0.0) + sign * us / 1e3 / steps
+    grew = [
+        (k, ms) for k, ms in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if ms > 0
+    ]
+    covered = sum(ms for _, ms in grew)
+    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
+    print(
+        f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
+        f" step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
+        f"the rest, {gap - covered:+.3f} ms, is outside these parts"
+    )
 
 
 @contextlib.contextmanager
@@ -296,26 +328,17 @@ except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as error:
 #   releases) on a *pure tensor function* that Dynamo cannot trace puts it into the graph
 #   anyway: AOTAutograd traces it with real tensor operations, so there is no break at all.
 #
-# Here is the first tool on the logging call, to see what is left:
+# Here is the first tool on the model as written: we wrap its logger's ``debug`` (as you
+# would a library call you cannot edit) and count the breaks again.
 
-
-@torch.compiler.disable
-def log_hidden(h):
-    logger.debug("hidden rms %s", h.pow(2).mean().sqrt())
-
-
-def forward_with_disabled_log(x):
-    h = F.gelu(model.inp(x)).clamp(-4.0, 4.0)
-    log_hidden(h)
-    return model.out((h + model.mlp(h)).mean(dim=1))
-
-
+logger.debug = torch.compiler.disable(logger.debug)  # an instance attribute, for now
 torch._dynamo.reset()
 counters.clear()
-torch.compile(forward_with_disabled_log, backend="eager")(x)
+torch.compile(model, backend="eager")(x)
+del logger.debug  # back to Logger.debug
 breaks = sum(counters["graph_break"].values())
 print(f"graph breaks with the call disabled: {breaks} (was {breaks_before})")
-assert breaks == 1
+assert breaks == breaks_before - 1
 
 # %%
 # Why does it recompile?
@@ -349,9 +372,10 @@ print(f"graphs compiled in 12 steps: {graphs_before}")
 #   *dynamic* (automatic dynamic shapes), so the shape costs one recompile, not one per
 #   length.
 # * **self.drop_p == 0.1 ...**: Dynamo also makes a changing float symbolic after one
-#   recompile, but ``F.dropout`` checks the range of ``p`` in Python, which turns the value
-#   back into a constant; the guard is on the exact value. Every step has a new value, so
-#   every step recompiles until the limit is hit. The recipe
+#   recompile, but ``F.dropout`` passes ``p`` to the ATen ``dropout`` operator, which
+#   takes a plain float: the symbol is specialized back to its value, and the guard is on
+#   the exact value. Every step has a new value, so every step recompiles until the limit
+#   is hit. The recipe
 #   :ref:`compiling_optimizer_lr_scheduler` shows the same problem with a learning rate.
 #
 # The resume functions (``torch_dynamo_resume_in_forward_at_...``) are the pieces after each
@@ -427,10 +451,13 @@ assert graphs_first == 1 and graphs == graphs_first and breaks == 0
 #     TORCH_TRACE=my_trace python train.py
 #     tlparse my_trace --latest -o tl_out --no-browser
 #
-# ``TORCH_TRACE`` is read when ``torch`` is imported, long before this point, so we attach
-# a file handler to the structured trace logger ourselves (``trace_log``, a private name:
-# in your own code, use the environment variable), with the formatter the trace format
-# needs. Everything the next section compiles goes into the trace.
+# Trace one run per folder. A compile id numbers frames in the order Dynamo first meets
+# them, and ``torch._dynamo.reset()`` starts that count again: a second model traced into
+# the same folder after a reset gets the same ids, and the report then files both models'
+# graphs under one ``[0/0]``. ``TORCH_TRACE`` is read when ``torch`` is imported, long
+# before this point, so we make a file handler for the structured trace logger ourselves
+# (``trace_log``, a private name: in your own code, use the environment variable), with
+# the formatter the trace format needs, and attach it around one run in the next section.
 
 import torch._logging.structured
 from torch._logging._internal import TorchLogsFormatter, trace_log
@@ -439,7 +466,6 @@ trace_dir = Path(tempfile.mkdtemp(prefix="torch_trace_"))
 trace_file = trace_dir / "dedicated_log_torch_trace_page.log"
 trace_handler = logging.FileHandler(trace_file)
 trace_handler.setFormatter(TorchLogsFormatter(trace=True))
-trace_log.addHandler(trace_handler)
 # The trace names each source file once, the first time it is used; in a fresh process
 # that is after the handler exists. Forget the names used so far, so they are named again.
 torch._logging.structured.INTERN_TABLE.clear()
@@ -450,117 +476,97 @@ torch._logging.structured.DUMPED_FILES.clear()
 # -----------------------------------------------------
 #
 # We time one training step (forward, loss, backward) on a batch of the longest sequence
-# length three ways: eager, compiled as written, and compiled after the fixes, both with the
-# default Inductor backend. Before timing, each compiled model runs the twelve-step loop, so
-# it is measured in the state a training run leaves it in. For the model as written we
+# length four ways: each model eager, and compiled with the default Inductor backend. The
+# eager row of the fixed model separates the two changes: against the model as written,
+# eager, it is the code fix alone; each compiled row against the eager row of its own
+# model is compiling alone. Before timing, each compiled model runs the twelve-step loop,
+# so it is measured in the state a training run leaves it in. For the model as written we
 # lower ``recompile_limit`` to 2: the default of 8 reaches the same steady state (the
 # function with the dropout falls back to eager code for new rates) with more compiling.
-# In that state we also record three of its steps with ``torch.profiler``, read below.
+# The trace records exactly one run: the model as written, compiled (its twelve steps and
+# its timing).
 
 x_long, y_long = make_batch(seq_lens.index(max(seq_lens)))
-timed, rows = {}, []
+times, profs, rows = {}, {}, []
 
 
-def measure(label, net, step_net):
+def measure(label, net, run):
     def step():
         net.zero_grad(set_to_none=True)
-        F.cross_entropy(step_net(x_long), y_long).backward()
+        F.cross_entropy(run(x_long), y_long).backward()
 
-    timed[label] = step_and_busy(step)
-    graphs = counters["stats"]["unique_graphs"]
-    rows.append([label, sum(counters["graph_break"].values()), graphs])
-    rows[-1].append(f"{timed[label][0]:8.3f}")
-    return step
+    times[label], profs[label] = time_and_profile(step)
+    breaks = sum(counters["graph_break"].values())
+    row = [breaks, counters["stats"]["unique_graphs"]] if run is not net else ["-"] * 2
+    rows.append([label, *row, *(f"{t:.3f}" for t in times[label][:2])])
 
 
-activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
 torch._dynamo.reset()
 counters.clear()
-measure("eager", model, model)
+measure("eager, as written", model, model)
+trace_log.addHandler(trace_handler)  # the trace holds this run, and only this run
 with captured_logs() as log, torch._dynamo.config.patch(recompile_limit=2):
     compiled_model = torch.compile(model)
     train(model, compiled_model)
-    step = measure("compiled, as written", model, compiled_model)
-    with profile(activities=activities) as prof:
-        for _ in range(3):
-            with record_function("training step"):
-                step()
-        if device == "cuda":
-            torch.cuda.synchronize()
+    measure("compiled, as written", model, compiled_model)
+trace_log.removeHandler(trace_handler)
+trace_handler.close()
 show(log, r"hit config.recompile_limit|last reason")
+measure("eager, fixed", fixed, fixed)
 torch._dynamo.reset()
 counters.clear()
 compiled_fixed = torch.compile(fixed, fullgraph=True)
 train(fixed, compiled_fixed, dynamic_seq=True)
 torch._dynamo.mark_dynamic(x_long, 1)
 measure("compiled, fixed", fixed, compiled_fixed)
-assert rows[2][1] == 0
+assert rows[-1][1] == 0
 
 # %%
 # How to read the table. "graphs compiled" counts the forward graphs Dynamo produced during
 # the twelve warm-up steps and the timing (Inductor compiles a backward for each). "graph
 # breaks" counts a break each time Dynamo traces through it, so a frame compiled again
-# counts its breaks again (``explain`` above counted the places that break).
+# counts its breaks again (``explain`` above counted the places that break). The spread
+# is the interquartile range of the timing windows.
 #
-# **The first check for "not faster"**, on a GPU, is the busy share (busy time over step
-# time) and the ``bound`` column it gives. At least 85 %: the GPU is the bottleneck, and
-# only less GPU work (fusion, fewer bytes) helps. Below: the GPU idles for the rest of the
-# step, waiting for the CPU (Python, guard checks, kernel launches, an ``.item()`` that
-# waits for the GPU), and what helps is less CPU work per step: fewer graph breaks, larger
-# batches, CUDA graphs (``mode="reduce-overhead"``). A share slightly above 100 % is noise
-# between the two loops. On a CPU one device does everything: the step time is all of it.
+# **The first check for "not faster"**, on a GPU, is the busy share and the ``bound``
+# column it gives. At least 85 %: the GPU is the bottleneck, and only less GPU work
+# (fusion, fewer bytes) helps. Below: the GPU idles for the rest of the step, waiting for
+# the CPU (Python, guard checks, kernel launches, an ``.item()`` that waits for the GPU),
+# and what helps is less CPU work per step: fewer graph breaks, larger batches, CUDA graphs
+# (``mode="reduce-overhead"``). On a CPU one device does everything: the step time is all
+# of it.
 #
-# Under the table, one line for each row slower than eager or than the row before it,
-# printed from these numbers; a difference within the spread of the timings is noise. On a
-# GPU it splits the extra time into busy time (kernels) and idle time (the CPU falling
-# behind). On a CPU it is all CPU time, and the line gives the graph breaks and graphs:
-# each break leaves compiled code for Python and comes back, with a guard check per frame
-# and eager code between graphs (the operator table below shows what that costs). With no
-# break, what is left is the fixed cost of each compiled call, and the generated kernels,
-# whose threads slow down most when other programs share the cores.
+# Under the table, ``attribute`` reads four pairs, the slower row of each against the
+# faster: each compiled row against the eager row of its model, and the fixed model
+# against the model as written, eager and compiled.
 
 print(f"{device_name}, batch {batch}, sequence length {max(seq_lens)}, width {width}")
-headers = ["step", "graph breaks", "graphs compiled", "step (ms)"]
+headers = ["step", "graph breaks", "graphs compiled", "step (ms)", "spread (ms)"]
 if device == "cuda":
-    headers += ["GPU busy (ms)", "busy %", "bound"]
-    for row, (step_ms, busy, _) in zip(rows, timed.values()):
-        share = busy / step_ms
-        row += [f"{busy:8.3f}", f"{share:.0%}", "GPU" if share >= 0.85 else "CPU"]
-else:
-    print("On a CPU there is no separate device to be busy or idle: no GPU columns.")
+    headers += ["GPU busy", "bound"]
+    for row, (_, _, busy) in zip(rows, times.values()):
+        row += [f"{busy:.0f} %", "GPU" if busy >= 85 else "CPU"]
 print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
-labels = list(timed)
-for i, label in enumerate(labels[1:], start=1):
-    step_ms, busy, spread = timed[label]
-    for j in sorted({0, i - 1}):  # against eager, and the row before
-        ref_ms, ref_busy, ref_spread = timed[labels[j]]
-        extra, noise = step_ms - ref_ms, max(spread, ref_spread)
-        if extra <= 0:
-            continue
-        why = f"{label}: {step_ms / ref_ms:.2f}x the step of {labels[j]} ({ref_ms:.3f} ms)"
-        if extra <= noise:
-            why += f", within the spread of the timings ({noise:.3f} ms)"
-        elif busy is None:
-            why += f": {extra:.3f} ms more CPU time; graph breaks/graphs compiled "
-            why += f"{rows[i][1]}/{rows[i][2]} against {rows[j][1]}/{rows[j][2]}"
-        else:
-            idle, ref_idle = max(step_ms - busy, 0), max(ref_ms - ref_busy, 0)
-            more = "idle" if idle - ref_idle >= busy - ref_busy else "busy"
-            why += f"; GPU busy {ref_busy:.3f} -> {busy:.3f} ms, idle {ref_idle:.3f}"
-            why += f" -> {idle:.3f} ms: the extra time is mostly GPU {more} time; "
-            why += f"{busy / step_ms:.0%} busy, bound by the {rows[i][6]}"
-        print(why)
+for pair in [
+    ("eager, as written", "compiled, as written"),
+    ("eager, fixed", "compiled, fixed"),
+    ("eager, as written", "eager, fixed"),
+    ("compiled, as written", "compiled, fixed"),
+]:
+    attribute(*sorted(pair, key=lambda label: -times[label][0]))  # the slower first
 
 # The same step times as a chart; on a GPU, split into GPU busy and GPU idle time.
-fig, ax = plt.subplots(figsize=(7, 2.6))
+fig, ax = plt.subplots(figsize=(7, 2.8))
+labels = list(times)
+ax.barh(
+    labels,
+    [t[0] for t in times.values()],
+    color="0.75" if device == "cuda" else "C0",
+    label="GPU idle",
+)
 if device == "cuda":
-    busy = [t[1] for t in timed.values()]
-    ax.barh(labels, busy, color="C0", label="GPU busy")
-    idle = [max(t[0] - b, 0) for t, b in zip(timed.values(), busy)]
-    ax.barh(labels, idle, left=busy, color="0.75", label="GPU idle")
+    ax.barh(labels, [t[0] * t[2] / 100 for t in times.values()], label="GPU busy")
     ax.legend()
-else:
-    ax.barh(labels, [t[0] for t in timed.values()], color="C0")
 ax.invert_yaxis()
 ax.set_xlabel("step time, ms (median)")
 ax.set_title(f"One training step, {device_name}")
@@ -569,36 +575,38 @@ plt.show()
 
 # %%
 # **The top operators.** The busy share says which side to work on; a profile says on
-# what. ``prof`` holds three steps of the model as written, recorded above;
-# ``prof.key_averages().table(sort_by=..., row_limit=6)`` prints its top operators with
-# all of the profiler's columns, and we keep three, per step, and wrap long names rather
-# than cut them. We keep the operators (the kernels appear in the trace below) and leave
-# out our own ``training step`` range. On a GPU the rows are sorted by the GPU time of the
-# kernels each operator launched (``"self_cuda_time_total"``); on a CPU, by self CPU time.
+# what. ``profs`` holds the three profiled steps of each row; ``key_averages()`` sums the
+# events of one profile by name. Here is the compiled model as written, per step, sorted
+# by *self* CPU time (the time inside an operator or range, less what it calls: what
+# ``attribute`` diffs): the top six, then the compiler's own ranges further down. Names
+# are cut to 44 characters.
 
-key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
-ops = [e for e in prof.key_averages() if e.device_type.name == "CPU"]
-ops = [e for e in ops if e.key != "training step"]  # operators, not our own range
-top = sorted(ops, key=lambda e: getattr(e, key), reverse=True)[:6]
-headers = ["operator", "calls", "self CPU (ms)", "self GPU (ms)"]
+events = profs["compiled, as written"].key_averages()
+events = [e for e in events if e.device_type.name == "CPU"]  # not the GPU's copies
+events.sort(key=lambda e: -e.self_cpu_time_total)
+ranges = ("Torch-Compiled Region", "TorchDynamo Cache Lookup", "CompiledFunction")
+headers = ["name", "calls", "self CPU (ms)", "self GPU (ms)"][: 3 + (device == "cuda")]
 table = []
-for e in top:
-    name = textwrap.fill(e.key, 58, subsequent_indent="  ", break_on_hyphens=False)
-    times = [e.self_cpu_time_total] + [e.self_device_time_total] * (device == "cuda")
-    table.append([name, f"{e.count / 3:g}", *(f"{t / 3e3:.3f}" for t in times)])
-print(f"compiled model as written, per step (3 steps profiled), sorted by {key}:")
-print(tabulate(table, headers[: len(table[0])], "github", disable_numparse=True))
+for i, e in enumerate(events):
+    if i < 6 or e.key.startswith(ranges):
+        ms = [e.self_cpu_time_total / 3e3, e.self_device_time_total / 3e3]
+        row = [e.key[:44], f"{e.count / 3:g}", *(f"{t:.3f}" for t in ms)]
+        table.append(row[: len(headers)])
+print("compiled model as written, per step (3 steps profiled), by self CPU time:")
+print(tabulate(table, headers, "github", disable_numparse=True))
 
 # %%
-# How to read the names. ``Torch-Compiled Region:
-# 1/0`` spans a compiled frame (with its compile id), ``TorchDynamo Cache Lookup`` is the
-# guard check, ``CompiledFunction`` and ``CompiledFunctionBackward`` are AOTAutograd's
-# wrappers, and ``## Call CompiledFxGraph <hash> ##`` runs the code Inductor generated for
-# a graph. ``aten::`` rows are PyTorch operators, eager or called from a graph (matrix
+# How to read the names. ``training step`` is our own range: its self time is the
+# Python of the step outside every operator; ``ProfilerStep#N`` is the range the schedule
+# puts around each step. ``Torch-Compiled Region: 1/0`` spans a compiled frame (with its
+# compile id), ``TorchDynamo Cache Lookup`` is the guard check before it,
+# ``CompiledFunction`` and ``CompiledFunctionBackward`` are AOTAutograd's wrappers, and
+# ``## Call CompiledFxGraph <hash> ##`` runs the code Inductor generated for a graph.
+# ``aten::`` rows are PyTorch operators, eager or called from a graph (matrix
 # multiplications).
 #
-# **The trace.** ``prof.export_chrome_trace`` writes the same steps as a timeline into the
-# report folder below: `profiler trace of this page's run
+# **The trace.** ``export_chrome_trace`` writes the same profiled steps as a timeline into
+# the report folder below: `profiler trace of this page's run
 # <debugging_tutorial_report/profile_trace.json.gz>`__. Open it at `ui.perfetto.dev
 # <https://ui.perfetto.dev>`__ ("Open trace file") or at ``chrome://tracing`` ("Load").
 # Each ``training step`` holds the compiled regions, with Python and eager operators
@@ -608,14 +616,13 @@ print(tabulate(table, headers[: len(table[0])], "github", disable_numparse=True)
 # Reading the tlparse report
 # --------------------------
 #
-# We detach the trace handler and run ``tlparse`` on the trace. The report goes into a
-# folder next to this script, ``debugging_tutorial_report``; on the published site it is
-# here: `the tlparse report of this page's run <debugging_tutorial_report/index.html>`__
-# (also as a `zip archive <debugging_tutorial_report.zip>`__). When you run the notebook
-# yourself, your own report and trace land in the same folder next to it.
+# We run ``tlparse`` on the trace. The report shows one run: the model as written,
+# compiled, through its twelve training steps and its timing. It goes into a folder next
+# to this script, ``debugging_tutorial_report``; on the published site it is here: `the
+# tlparse report of this page's run <debugging_tutorial_report/index.html>`__ (also as a
+# `zip archive <debugging_tutorial_report.zip>`__). When you run the notebook yourself,
+# your own report and trace land in the same folder next to it.
 
-trace_log.removeHandler(trace_handler)
-trace_handler.close()
 report = Path("debugging_tutorial_report")
 shutil.rmtree(report, ignore_errors=True)
 venv_bin = Path(sys.executable).parent  # where pip put it, if PATH does not say
@@ -628,7 +635,7 @@ except (OSError, subprocess.SubprocessError) as error:
 shutil.rmtree(trace_dir, ignore_errors=True)
 report.mkdir(exist_ok=True)  # the profiler's trace goes in it, with or without tlparse
 profile_trace = report / "profile_trace.json.gz"
-prof.export_chrome_trace(str(profile_trace))
+profs["compiled, as written"].export_chrome_trace(str(profile_trace))
 print(f"profiler trace: {profile_trace} ({profile_trace.stat().st_size / 1e3:.0f} kB)")
 
 # %%
@@ -654,7 +661,8 @@ if (report / "compile_directory.json").is_file():
         kinds = sorted(kinds)
         more = " ..." if len(kinds) > 4 else ""
         rows.append([compile_id, len(entry["artifacts"]), ", ".join(kinds[:4]) + more])
-    print(f"{len(directory)} compile ids in the report")
+    ids = sum(key != "[-/-]" for key in directory)  # [-/-]: what no compile id owns
+    print(f"{ids} compile ids, from one run: the model as written, compiled")
     headers = ["compile id", "artifacts", "kinds (first 4)"]
     print(tabulate(rows, headers=headers, tablefmt="github"))
 
@@ -732,9 +740,11 @@ shutil.rmtree(debug_root, ignore_errors=True)
 # replace a Python value that changes (a number read with ``.item()``, a float argument, a
 # shape) with tensor data or a declared dynamic dimension, and we asserted each fix by
 # counting breaks and graphs. How busy ``torch.profiler`` finds the GPU says whether
-# better kernels can make a step faster at all, and its operator table and trace say
-# where the time goes. A ``TORCH_TRACE`` and ``tlparse`` put the whole compilation in one
-# report, and a backend ablation against float64 tells round-off from a bug.
+# better kernels can make a step faster at all; timing the fix eager as well as compiled
+# keeps its effect apart from compiling's, and the self CPU time per operator, diffed
+# between two rows, says what grew. A ``TORCH_TRACE`` of one run and ``tlparse`` put that
+# run's whole compilation in one report, and a backend ablation against float64 tells
+# round-off from a bug.
 #
 # Further reading
 # ---------------

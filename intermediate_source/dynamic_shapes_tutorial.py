@@ -78,7 +78,7 @@ else:
     n_layer, d_model, batch, max_len, n_steps = 1, 64, 8, 128, 96
     median_len, buckets, n_check = 16, (32, 64, 128), 8
     device_name = f"CPU, {torch.get_num_threads()} threads"
-N_HEAD, VOCAB = 4, 512
+N_HEAD, VOCAB, THREADS = 4, 512, torch.get_num_threads()
 print(f"torch {torch.__version__}, {device_name}: {n_layer} layers, width {d_model}")
 # PyTorch's default float32 matmul precision (no TF32) is kept on purpose.
 warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
@@ -91,17 +91,22 @@ warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
 # in-program form of ``TORCH_LOGS="recompiles"``) and then prints the lines that match a
 # pattern, without the log prefix, source comments or directories.
 #
-# ``time_and_busy`` measures the serving loop: the median time of one call of ``step``
-# from CUDA events around back-to-back calls, and the GPU's **busy time** in the same
-# loop run under ``torch.profiler``: the union of the kernel intervals, so kernels that
-# overlap count once. Both loops run back to back without flushing the L2 cache. The
-# busy share (busy / time) says what bounds the loop: at least 85 %, the GPU; below, the
-# GPU idles that share of the time waiting for the CPU (Python, guards, launches). A
-# share slightly above 100 % is noise between the two loops. On a CPU there is no
-# separate device: ``torch.utils.benchmark`` times the loop and busy is ``None``.
+# ``measure`` times the serving loop: five windows of ``steps`` back-to-back calls of
+# ``step`` with ``torch.utils.benchmark.Timer`` (which synchronizes the GPU at each end
+# and uses all of the CPU's threads); the median window is the time per call, their
+# interquartile range its **spread**. It then profiles ``steps`` more calls, after one
+# warm-up call that the profiler's schedule leaves out. On a GPU, the union of the kernel
+# intervals (kernels that overlap count once) over that profiled loop's own wall time is
+# the **busy share**: at least 85 %, the GPU bounds the loop; below, the GPU idles that
+# share of the time waiting for the CPU (Python, guards, launches). A CPU both runs the
+# Python and computes, so it has no busy share.
 #
-# ``explain_slower`` prints one line per strategy that served fewer tokens per second
-# than the fastest, built only from the numbers measured below.
+# ``attribute`` reads one row against another. Within both rows' spread it says so and
+# names no cause. Beyond it, it diffs the two rows' profiles and names the parts whose
+# time per call grew most and how much of the difference they cover: self CPU time of
+# each operator and range (``Torch-Compiled Region``, a compiled graph's call, a CUDA
+# graph's replay) when the slower loop is bound by the CPU, kernel time when it is bound
+# by the GPU.
 
 LOG_PREFIX = re.compile(r"^[VIWEDC]\d{4} \S+ \d+ \S+\] (\[\d+/\d+\] )?(\[__\w+\] )?")
 DIRS = re.compile(r"(?<![\w:/.])/(?:[^\s/\"']+/)+")
@@ -127,25 +132,27 @@ def captured_log(pattern=None, limit=8, **artifacts):
             print(textwrap.fill(f"[log] {line}", 100, subsequent_indent="      "))
 
 
-def time_and_busy(step, steps=3):
-    """Median ms per call of step, and the GPU's busy ms per call (None on a CPU)."""
-    if device == "cpu":
-        threads = torch.get_num_threads()
-        timer = benchmark.Timer("step()", globals={"step": step}, num_threads=threads)
-        return timer.blocked_autorange(min_run_time=0.5).median * 1e3, None
-    windows = []
-    for _ in range(5):  # CUDA events around `steps` back-to-back calls, no profiler
-        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-        start.record()
-        for _ in range(steps):
+def measure(step, steps=3):
+    """(ms per call, spread ms, busy % or None) of step(), and a profile of `steps` calls."""
+    timer = benchmark.Timer("step()", globals={"step": step}, num_threads=THREADS)
+    windows = [timer.timeit(steps).mean * 1e3 for _ in range(5)]  # no profiler
+    q1, ms, q3 = statistics.quantiles(windows, n=4)
+    cuda = device == "cuda"
+    sync = torch.cuda.synchronize if cuda else lambda: None
+    activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda
+    schedule = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with profile(activities=activities, schedule=schedule) as prof:
+        for i in range(steps + 1):  # call 0 warms the profiler up, unrecorded
+            if i == 1:
+                sync()  # call 0's kernels end before the profiled loop starts
+                wall = -time.perf_counter()
             step()
-        end.record()
-        end.synchronize()
-        windows.append(start.elapsed_time(end) / steps)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # the same loop
-        for _ in range(steps):
-            step()
-        torch.cuda.synchronize()
+            if i == steps:
+                sync()
+                wall += time.perf_counter()
+            prof.step()
+    if not cuda:
+        return (ms, q3 - q1, None), prof
     kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
     spans = sorted((e.time_range.start, e.time_range.end) for e in kernels)
     busy, reach = 0.0, float("-inf")
@@ -153,30 +160,35 @@ def time_and_busy(step, steps=3):
         if e > reach:
             busy += e - max(s, reach)
             reach = e
-    return statistics.median(windows), busy / steps / 1e3
+    return (ms, q3 - q1, 100 * busy / (wall * 1e6)), prof  # busy share in %
 
 
-def explain_slower(rows):
-    """One line per row slower than the fastest, from the row's own measurements."""
-    best = max(rows, key=lambda r: r["tok/s"])
-    for r in [r for r in rows if r is not best]:
-        slower, work = r["ms"] / best["ms"], r["flops"] / best["flops"]
-        line = (
-            f"{r['name']}: {slower:.2f}x the time of {best['name']} for the same "
-            f"sequences. With its padding it computes {r['tokens'] / best['tokens']:.2f}x "
-            f"the tokens and {work:.2f}x the FLOPs, so each FLOP takes "
-            f"{slower / work:.2f}x as long."
-        )
-        if r["busy"] is not None:
-            idle = (r["ms"] - r["busy"]) - (best["ms"] - best["busy"])
-            line += (
-                f" GPU busy {r['busy']:.2f} of {r['ms']:.2f} ms "
-                f"({r['busy'] / r['ms']:.0%}, bound by the "
-                f"{'GPU' if r['busy'] >= 0.85 * r['ms'] else 'CPU'}). Against "
-                f"{best['name']}, GPU work {r['busy'] - best['busy']:+.2f} ms and GPU "
-                f"idle time (waiting for the CPU) {idle:+.2f} ms."
-            )
-        print(textwrap.fill(line, 88, subsequent_indent="    "))
+def attribute(name, ref, times, profs, steps):
+    """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
+    (t, spread, busy), (t0, spread0, _) = times[name], times[ref]
+    gap = t - t0
+    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
+    if gap <= max(spread, spread0):
+        print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
+        return
+    gpu = busy is not None and busy >= 85  # a GPU-bound loop: what grew is kernel time
+    parts = {}
+    for sign, prof in ((1, profs[name]), (-1, profs[ref])):
+        for e in prof.key_averages():
+            us = e.self_cpu_time_total
+            if gpu:  # kernels only: a CPU operator's device time repeats its kernels'
+                us = e.self_device_time_total * (e.device_type != DeviceType.CPU)
+            key = "Python outside operators" if e.key == "ProfilerStep*" else e.key
+            parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
+    top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
+    grew = [(k, ms) for k, ms in top if ms > 0]
+    covered = sum(ms for _, ms in grew)
+    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
+    print(
+        f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
+        f" pass that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
+        f"the rest, {gap - covered:+.3f} ms, is outside these parts"
+    )
 
 
 # %%
@@ -489,21 +501,14 @@ print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters")
 # points its caches at a new empty folder. It asserts that the FX graph cache missed and
 # never hit, and reports the wall time of the calls that compiled a graph. It then
 # compares the outputs of ``n_check`` batches spread over the stream with a float64
-# copy of the model, and times one pass over those batches with ``time_and_busy``:
-# tokens per second counts real tokens only. With ``fullgraph=True`` every strategy must
-# compile the model as one graph, without breaks. ``matmul_flops`` counts the work of a
-# pass from its shapes, padding included, for ``explain_slower``.
+# copy of the model, and times one pass over those batches with ``measure``: tokens per
+# second counts real tokens only. With ``fullgraph=True`` every strategy must compile the
+# model as one graph, without breaks.
 
 model64 = copy.deepcopy(model).double()
 check_ids = list(range(0, n_steps, n_steps // n_check))
 with torch.no_grad():
     refs = [model64(make_batch(i)) for i in check_ids]
-
-
-def matmul_flops(B, T):
-    """FLOPs of the model's matrix products on a B x T batch: linear layers, attention."""
-    linear = B * T * (24 * d_model**2 * n_layer + 2 * d_model * VOCAB)
-    return linear + 4 * B * T**2 * d_model * n_layer  # QK^T and AV, all heads
 
 
 def infer(fn, x, cudagraphs):
@@ -532,24 +537,21 @@ def serve(name, fn, bucketed=False, mark=False, cudagraphs=False):
             assert counters["inductor"]["fxgraph_cache_miss"] > 0 and graphs > 0
             assert sum(counters["graph_break"].values()) == 0
         xs = [make_batch(i, bucketed, mark) for i in check_ids]
-        outs = [
-            infer(fn, x, cudagraphs)[:, : r.shape[1]].double() for x, r in zip(xs, refs)
-        ]
-        err = max(
-            ((o - r).abs().max() / r.abs().max()).item() for o, r in zip(outs, refs)
-        )
+        outs = [infer(fn, x, cudagraphs)[:, : r.shape[1]] for x, r in zip(xs, refs)]
+        err = max((abs(o - r).max() / abs(r).max()).item() for o, r in zip(outs, refs))
         assert err < 1e-4, f"{name}: error {err:.1e} against float64"
         # A pass keeps no outputs: the next CUDA-graph replay may overwrite them.
         one_pass = lambda: [infer(fn, x, cudagraphs).shape for x in xs]  # noqa: E731
         one_pass()  # a CUDA graph records at its second call
-        ms, busy = time_and_busy(one_pass)
+        before = len(compilation_time_metrics.get("CUDAGraphNode.record", []))
+        timing, prof = measure(one_pass)
     assert counters["stats"]["unique_graphs"] == graphs, "compiled while timing"
     recorded = compilation_time_metrics.get("CUDAGraphNode.record", [])  # since reset
-    row = dict(name=name, graphs=graphs, compile_s=compile_s, ms=ms, busy=busy, err=err)
+    assert len(recorded) == before, "recorded a CUDA graph while timing"
+    row = dict(name=name, graphs=graphs, compile_s=compile_s, err=err, prof=prof)
     row["cuda graphs"] = f"{len(recorded)} in {sum(recorded):.1f} s"
-    row["tok/s"] = int(seq_lens[check_ids].sum()) / ms * 1e3
-    row["tokens"] = sum(x.numel() for x in xs)  # in one pass, padding included
-    row["flops"] = sum(matmul_flops(*x.shape) for x in xs)
+    row["ms"], row["spread"], row["busy"] = timing
+    row["tok/s"] = int(seq_lens[check_ids].sum()) / timing[0] * 1e3
     row["padding"] = 1 - int(seq_lens.sum()) / computed  # over the whole stream
     return row
 
@@ -566,12 +568,11 @@ rows.append(serve("dynamic from call 1", dynamic, mark=True))
 static = torch.compile(model, fullgraph=True, dynamic=False)
 rows.append(serve("buckets", static, bucketed=True))
 if device == "cuda":
-    graphed = torch.compile(model, fullgraph=True, mode="reduce-overhead")
+    graphs_mode = dict(fullgraph=True, mode="reduce-overhead")
+    graphed = torch.compile(model, **graphs_mode)
     with captured_log(r"distinct sizes", limit=1):
         rows.append(serve("CUDA graphs, exact", graphed, cudagraphs=True))
-    graphed = torch.compile(
-        model, fullgraph=True, mode="reduce-overhead", dynamic=False
-    )
+    graphed = torch.compile(model, **graphs_mode, dynamic=False)
     rows.append(serve("CUDA graphs, buckets", graphed, bucketed=True, cudagraphs=True))
 used = {next(b for b in buckets if b >= w) for w in widths.tolist()}
 assert [r["graphs"] for r in rows[:4]] == [0, 2, 1, len(used)]
@@ -580,47 +581,44 @@ assert [r["graphs"] for r in rows[:4]] == [0, 2, 1, len(used)]
 # The table
 # ---------
 
+gpu = device == "cuda"
 headers = ["strategy", "graphs", "compile (s)", "tokens/s", "padding", "pass (ms)"]
-if device == "cuda":
-    headers[3:3] = ["CUDA graphs"]
-    headers += ["GPU busy (ms)", "busy %", "bound"]
-headers += ["error"]
+headers[3:3] = ["CUDA graphs"] * gpu
+headers += ["spread (ms)"] + ["busy %", "bound"] * gpu + ["error"]
 table = []
 for r in rows:
     row = [r["name"], r["graphs"], f"{r['compile_s']:.1f}" if r["graphs"] else "-"]
-    if device == "cuda":
-        row += [r["cuda graphs"]]
-    row += [f"{r['tok/s']:,.0f}", f"{r['padding']:.0%}", f"{r['ms']:.2f}"]
-    if device == "cuda":
-        share = r["busy"] / r["ms"]
-        row += [f"{r['busy']:.2f}", f"{share:.0%}", "GPU" if share >= 0.85 else "CPU"]
+    row += [r["cuda graphs"]] * gpu + [f"{r['tok/s']:,.0f}", f"{r['padding']:.0%}"]
+    row += [f"{r['ms']:.2f}", f"{r['spread']:.2f}"]
+    if gpu:
+        row += [f"{r['busy']:.0f}", "GPU" if r["busy"] >= 85 else "CPU"]
     table.append(row + [f"{r['err']:.1e}"])
 print(f"{device_name}, torch {torch.__version__}; {n_steps} batches of {batch}")
 print(tabulate(table, headers, tablefmt="github", disable_numparse=True))
-if device == "cpu":
-    print("On a CPU there are no CUDA graphs and no separate device to be busy or")
-    print("idle: the CUDA-graph rows and the GPU columns are left out.")
-explain_slower(rows)
+if not gpu:
+    print("On a CPU: no CUDA graphs, and no separate device to be busy or idle.")
+times = {r["name"]: (r["ms"], r["spread"], r["busy"]) for r in rows}
+best = min(times, key=lambda name: times[name][0])
+print(f"Fastest pass: {best}. Each other strategy against it:")
+for r in rows:
+    if r["name"] != best:
+        attribute(r["name"], best, times, {r["name"]: r["prof"] for r in rows}, 3)
 
 # %%
-# The chart shows each strategy's pass over the ``n_check`` batches (on a GPU, split
-# into the time the GPU was busy and the time it sat idle) beside its cold compile time.
+# The chart shows each strategy's pass over the ``n_check`` batches; on a GPU each bar
+# is split by its busy share into the time the GPU was busy and the time it sat idle.
 
 names = [r["name"] for r in rows]
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 0.5 * len(rows) + 1.6), sharey=True)
-if device == "cuda":
-    busy = [r["busy"] for r in rows]
-    ax1.barh(names, busy, label="GPU busy")
-    idle = [max(r["ms"] - b, 0.0) for r, b in zip(rows, busy)]
-    ax1.barh(names, idle, left=busy, label="GPU idle")
-    ax1.legend()
-else:
-    ax1.barh(names, [r["ms"] for r in rows])
-ax1.invert_yaxis()
-ax1.set_xlabel(f"one pass over {n_check} batches (ms, median)")
-ax2.barh(names, [r["compile_s"] for r in rows], color="C2")
-ax2.set_xlabel("compile time, cold (s)")
-fig.suptitle(f"Serving variable-length batches, {device_name}")
+fig, ax = plt.subplots(figsize=(8, 0.5 * len(rows) + 1.8))
+busy = [r["ms"] * (r["busy"] or 0) / 100 for r in rows]  # no busy time on a CPU
+ax.barh(names, busy, label="GPU busy")
+idle = [r["ms"] - b for r, b in zip(rows, busy)]  # the whole pass on a CPU
+ax.barh(names, idle, left=busy, color="0.75" if gpu else "C0", label="GPU idle")
+if gpu:
+    ax.legend()
+ax.invert_yaxis()
+ax.set_xlabel(f"one pass over {n_check} batches (ms, median)")
+ax.set_title(f"Serving variable-length batches, {device_name}")
 fig.tight_layout()
 plt.show()
 
@@ -644,17 +642,13 @@ plt.show()
 # (loop bounds and index arithmetic fixed in the code), and, with CUDA graphs, one
 # launch per graph instead of one per kernel.
 #
-# The lines after the table compare each slower strategy with the fastest, on the same
-# sequences. They split the time ratio into the work computed, in tokens and in FLOPs of
-# the matrix products (attention's grow with the square of the width, so padding costs
-# more than its share of tokens), and the time per FLOP. A time per FLOP near 1x means
-# the padding accounts for the difference; above it, each FLOP costs more, in the
-# kernels (compiled for symbolic or for fixed sizes, at a width that suits the hardware
-# more or less well) or around them (Python, guard checks, launches, which weigh more
-# on small batches). On a GPU the line goes on to split the difference into GPU work and
-# GPU idle time: idle time is the CPU's, which is what CUDA graphs remove, and a busy
-# share below 85 % means the GPU waits for the CPU. On a CPU the same cores run Python
-# and the kernels, so there is no such split: the time per FLOP is the whole measurement.
+# The lines after the table read each strategy against the fastest, on the same
+# sequences. Within both rows' spread a line says so and names no cause. Beyond it, it
+# names what grew in the profile, per pass. On a loop bound by the CPU that is self CPU
+# time: eager's operators and the Python around them, a compiled graph's call, Dynamo's
+# guard checks (``TorchDynamo Cache Lookup``), a CUDA graph's replay. On a loop bound by
+# the GPU it is kernel time: a padded matrix product's kernel grows with the width, and
+# attention's with its square, so padding costs more than its share of tokens.
 #
 # Which strategy wins depends on the machine, the model's size and the length
 # distribution, so measure yours. The trade-offs do not: automatic dynamic costs one
@@ -669,7 +663,7 @@ plt.show()
 # A compiled graph is guarded on the sizes it was compiled for. The first new size
 # recompiles it with that size symbolic, sizes 0 and 1 stay specialized, and
 # ``mark_dynamic``, ``maybe_mark_dynamic`` and ``dynamic=`` choose the symbols in
-# advance; past ``recompile_limit`` graphs a function runs eagerly, correct but slow.
+# advance; past ``recompile_limit`` graphs, calls that match none of them run eagerly.
 # Sizes that come from data become unbacked symbols once
 # ``capture_dynamic_output_shape_ops`` or ``capture_scalar_outputs`` is on, and
 # ``torch._check`` supplies the facts a branch on them needs. On a skewed stream of

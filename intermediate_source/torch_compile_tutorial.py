@@ -43,8 +43,8 @@ Introduction to ``torch.compile``
 #    record (a ``print``, a branch on a tensor's value) is not an error: Dynamo ends the
 #    graph there, lets Python run that piece, and starts a new graph after it. This is a
 #    *graph break*.
-# 2. **AOTAutograd** traces the backward of each graph ahead of time, so training is
-#    compiled too.
+# 2. **AOTAutograd** traces each graph down to ATen operations and, when it needs
+#    gradients, traces its backward ahead of time, so training is compiled too.
 # 3. **TorchInductor**, the default backend, fuses operations and generates kernels:
 #    Triton on GPUs, C++ with OpenMP on CPUs. Convolutions and most matrix products still
 #    go to the vendor libraries (cuDNN, cuBLAS, oneDNN), with Inductor fusing the work
@@ -60,7 +60,6 @@ Introduction to ``torch.compile``
 # The page runs on a CUDA GPU when there is one and on the CPU otherwise, with smaller
 # models there, and with PyTorch's default numerics on both.
 
-import collections
 import contextlib
 import copy
 import io
@@ -69,6 +68,7 @@ import logging.handlers
 import os
 import re
 import statistics
+import textwrap
 import time
 import warnings
 
@@ -86,6 +86,7 @@ from tabulate import tabulate
 from torch import nn
 from torch._dynamo.utils import counters
 from torch._inductor.utils import fresh_cache
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 from torch.utils import benchmark
 
@@ -115,127 +116,125 @@ print(f"GPT: {GPT}, batch {GPT_BATCH}, autocast {AMP_DTYPE or 'off'}")
 #
 # On a GPU the CPU only queues kernels, and the GPU runs them behind it. Whether a step is
 # bound by the CPU or by the GPU decides what can make it faster, so the page measures it.
-# ``step_and_busy`` times ``steps`` back-to-back calls between two CUDA events (the median
-# of five such windows is the **step time**), then runs the same loop under
-# ``torch.profiler`` and adds up the time in which at least one kernel ran: the **GPU
-# busy** time per step. Both loops leave the L2 cache warm, unlike
-# ``triton.testing.do_bench``, which flushes it before every call. With the GPU busy for
-# 85 % of the step or more, ``bound`` says ``GPU``: only less GPU work (fusion, lower
-# precision) makes the step faster. Below that it says ``CPU``: for the rest of the step
-# the GPU sat idle, waiting for the CPU (Python, guards, kernel launches), and fewer or
-# cheaper launches help. A share a little above 100 % is noise between the two loops. The
-# same GPU behind a slower or busier host can give a different answer.
-#
-# On a CPU, which both runs the Python and computes, there is no second device to be busy
-# or idle: ``torch.utils.benchmark.Timer`` times the step with all of the CPU's threads,
-# as many as Inductor's C++ code uses. ``bench`` warms a function up (compiling it if
-# needed) and asserts that nothing was compiled while it was timed.
+# ``measure`` warms a function up (compiling it if needed) and times five windows of
+# ``steps`` back-to-back calls with ``torch.utils.benchmark.Timer``, which synchronizes
+# the GPU at each end and uses all of the CPU's threads. The median window is the **step
+# time**, their interquartile range the **spread**. It then profiles ``steps`` more calls,
+# after one warm-up step that the profiler's schedule leaves out. On a GPU, the time in
+# which at least one kernel ran, over that profiled loop's own wall time, is the **busy
+# share**. At 85 % or more, ``bound`` says ``GPU``: only less GPU work (fusion, lower
+# precision) makes the step faster. Below, it says ``CPU``: the GPU sat idle, waiting for
+# the CPU (Python, guards, kernel launches), and fewer or cheaper launches help. A CPU
+# both runs the Python and computes, so it has no busy share.
 
 
-def step_and_busy(fn, steps):
-    """Median step time and GPU busy time per step, in ms (busy is None on a CPU)."""
-    if device == "cpu":
-        timer = benchmark.Timer(
-            "fn()", globals={"fn": fn}, num_threads=torch.get_num_threads()
-        )
-        return timer.blocked_autorange(min_run_time=1).median * 1e3, None
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(10)]
-    for start, end in zip(events[::2], events[1::2]):  # 5 windows, no profiler
-        start.record()
-        for _ in range(steps):  # back-to-back calls
+def measure(fn, steps):
+    """(step ms, spread ms, busy % or None) of fn(), and a profile of `steps` calls."""
+    for _ in range(3):  # warm-up; compiles if needed (and records CUDA graphs)
+        fn()
+    frames, cuda = counters["frames"]["total"], device == "cuda"
+    threads = torch.get_num_threads()
+    timer = benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads)
+    windows = [timer.timeit(steps).mean * 1e3 for _ in range(5)]  # no profiler
+    q1, step, q3 = statistics.quantiles(windows, n=4)
+    sync = torch.cuda.synchronize if cuda else lambda: None
+    activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda
+    schedule = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with profile(activities=activities, schedule=schedule) as prof:
+        for i in range(steps + 1):  # step 0 warms the profiler up, unrecorded
+            if i == 1:
+                sync()  # step 0's kernels end before the profiled loop starts
+                wall = -time.perf_counter()
             fn()
-        end.record()
-    torch.cuda.synchronize()
-    windows = [a.elapsed_time(b) / steps for a, b in zip(events[::2], events[1::2])]
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:  # the same loop
-        for _ in range(steps):
-            fn()
-        torch.cuda.synchronize()
-    kernels = [e.time_range for e in prof.events() if e.device_type.name == "CUDA"]
+            if i == steps:
+                sync()
+                wall += time.perf_counter()
+            prof.step()
+    assert counters["frames"]["total"] == frames, "compiled while timed"
+    if not cuda:
+        return (step, q3 - q1, None), prof
+    kernels = [e.time_range for e in prof.events() if e.device_type == DeviceType.CUDA]
     assert kernels, "the profiler recorded no GPU work"
     busy, reach = 0.0, float("-inf")  # the union of the kernels' intervals, in us
     for span in sorted(kernels, key=lambda span: span.start):
         busy += max(0.0, span.end - max(span.start, reach))
         reach = max(reach, span.end)
-    return statistics.median(windows), busy / steps / 1e3
-
-
-def bench(name, fn, steps):
-    """[name, step ms, GPU busy ms or None, fn] for a function fn()."""
-    for _ in range(3):  # warm-up; compiles if needed (and records CUDA graphs)
-        fn()
-    frames = counters["frames"]["total"]
-    row = [name, *step_and_busy(fn, steps), fn]
-    assert counters["frames"]["total"] == frames, f"{name}: compiled while timed"
-    return row
+    return (step, q3 - q1, 100 * busy / (wall * 1e6)), prof  # busy share in %
 
 
 if device == "cpu":
     print("On a CPU there is no separate device to be busy or idle: no GPU columns.")
 
 # %%
-# ``show`` prints a table of such rows, with the speedup over the first row. For each row
-# whose step came out longer than the row before it, it then prints where the extra time
-# went, in ms per step. On a GPU: the change in busy and in idle GPU time; more busy time
-# means slower kernels, more idle time a slower CPU side (Python, guards, launches). On a
-# CPU it profiles three calls of both rows and splits the change in self CPU time three
-# ways: the operator, among those that both rows ran, that changed most (convolutions and
-# matrix products keep their ATen names in compiled code too, since Inductor leaves them
-# to oneDNN or MKL), the other operators that both ran, and the rest: eager's other
-# operators against Inductor's generated code (``compiled code``) and its guard checks.
-# If those three calls show no slowdown, the line says so: the difference was noise. Then
-# ``show`` draws the step times, each bar split into busy and idle time on a GPU.
+# A row slower than the row above it beyond both rows' spread is taken apart:
+# ``attribute`` diffs the two rows' profiles and names the parts whose time per step grew
+# most, and how much of the difference they cover: self CPU time of each operator and
+# range (such as ``Torch-Compiled Region``) and of the Python outside them when the slower
+# step is bound by the CPU, kernel time when it is bound by the GPU. ``show`` prints a table with the speedup over
+# the first row, one such line per row, and a chart of the step times (on a GPU, each bar
+# split into its busy and idle shares).
 
 
-def show(rows, title):
-    names, steps, busy, _ = (list(column) for column in zip(*rows))
+def attribute(name, ref, times, profs, steps):
+    """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
+    (t, spread, busy), (t0, spread0, _) = times[name], times[ref]
+    gap = t - t0
+    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
+    if abs(gap) <= max(spread, spread0) or gap < 0:
+        where = "within" if gap >= -max(spread, spread0) else "faster beyond"
+        print(f"{head}, {where} the spread ({spread:.3f} and {spread0:.3f} ms)")
+        return
+    gpu = busy is not None and busy >= 85  # a GPU-bound step: what grew is kernel time
+    parts = {}
+    for sign, prof in ((1, profs[name]), (-1, profs[ref])):
+        for e in prof.key_averages():
+            us = e.self_cpu_time_total
+            if gpu:  # kernels only: a CPU operator's device time repeats its kernels'
+                us = e.self_device_time_total * (e.device_type != DeviceType.CPU)
+            key = "Python outside operators" if e.key == "ProfilerStep*" else e.key
+            parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
+    top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
+    grew = [(k, ms) for k, ms in top if ms > 0]
+    covered = sum(ms for _, ms in grew)
+    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
+    print(
+        f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
+        f" step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
+        f"the rest, {gap - covered:+.3f} ms, is outside these parts"
+    )
+
+
+def show(rows, title, steps):
+    times = {name: timing for name, (timing, _) in rows.items()}
+    names, first = list(times), next(iter(times.values()))[0]
     table = []
-    for name, step, gpu in zip(names, steps, busy):
-        cells = [name, step]
-        if gpu is not None:  # GPU busy, busy % and the bound read from them
-            cells += [gpu, 100 * gpu / step, "GPU" if gpu >= 0.85 * step else "CPU"]
-        table.append(cells + [steps[0] / step])
-    columns = [] if device == "cpu" else ["GPU busy (ms)", "busy %", "bound"]
-    headers = ["", "step (ms)", *columns, "speedup"]
-    print(tabulate(table, headers, tablefmt="github", floatfmt=".2f"))
-    for before, row in zip(rows, rows[1:]):  # each row slower than the one before
-        if row[1] <= before[1]:
-            continue
-        if device == "cuda":  # the change in GPU busy and idle time per step
-            idle = row[1] - row[2] - (before[1] - before[2])
-            deltas = {"GPU busy": row[2] - before[2], "GPU idle": idle}
-        else:  # the change in self CPU time per call, from a profile of 3 calls of each
-            ops = [collections.Counter(), collections.Counter()]
-            for side, fn in zip(ops, (before[3], row[3])):
-                with profile(activities=[ProfilerActivity.CPU]) as prof:
-                    for _ in range(3):
-                        fn()
-                for op in prof.key_averages():
-                    key = "compiled code" if "CompiledFxGraph" in op.key else op.key
-                    side[key] += op.self_cpu_time_total / 3e3
-            change = {k: ops[1][k] - ops[0][k] for k in ops[0].keys() & ops[1].keys()}
-            top = max(change, key=lambda k: abs(change[k]))  # of the operators both ran
-            both = sum(change.values())
-            rest = sum(ops[1].values()) - sum(ops[0].values()) - both
-            deltas = {f"CPU in {top}": change[top]}
-            deltas["in the other operators both ran"] = both - change[top]
-            deltas["in the rest"] = rest
-        changes = ", ".join(f"{k} {v:+.2f}" for k, v in deltas.items())
-        print(f"{row[0]}: {row[1] / before[1]:.2f}x the step of {before[0]}")
-        if sum(deltas.values()) <= 0:  # the profile disagrees with the timer
-            print("  the profile shows no slowdown: the difference is run-to-run noise")
-        print(f"  change in ms per step: {changes}")
-    fig, ax = plt.subplots(figsize=(7, 1 + 0.45 * len(rows)))
+    for name, (step, spread, busy) in times.items():
+        gpu = [] if busy is None else [busy, "GPU" if busy >= 85 else "CPU"]
+        table.append([name, step, spread, *gpu, first / step])
+    columns = [] if device == "cpu" else ["busy %", "bound"]
+    headers = ["", "step (ms)", "spread (ms)", *columns, "speedup"]
+    print(tabulate(table, headers, tablefmt="github", floatfmt=".3f"))
+    for ref, name in zip(names, names[1:]):  # each row against the row above
+        attribute(name, ref, times, {k: v[1] for k, v in rows.items()}, steps)
+    fig, ax = plt.subplots(figsize=(7, 1.8 + 0.45 * len(rows)))
+    step_ms = [t[0] for t in times.values()]
     if device == "cuda":
-        ax.barh(names, busy, color="C0", label="GPU busy")
-        idle = [max(0.0, step - gpu) for step, gpu in zip(steps, busy)]
-        ax.barh(names, idle, left=busy, color="0.75", label="GPU idle")
+        busy_ms = [t[0] * t[2] / 100 for t in times.values()]  # busy share of the step
+        ax.barh(names, busy_ms, color="C0", label="GPU busy")
+        ax.barh(
+            names,
+            [a - b for a, b in zip(step_ms, busy_ms)],
+            left=busy_ms,
+            color="0.75",
+            label="GPU idle",
+        )
         ax.legend(loc="lower right")
     else:
-        ax.barh(names, steps, color="C0")
+        ax.barh(names, step_ms, color="C0")
     ax.invert_yaxis()
     ax.set(xlabel="ms per step (median)", title=f"{title}, {device_name}")
-    ax.set_xlim(0, 1.4 * max(steps + [gpu or 0.0 for gpu in busy]))  # legend room
+    ax.set_xlim(0, 1.4 * max(step_ms))  # room for the legend
+    fig.tight_layout()  # keeps the row names and the x label inside the figure
     plt.show()
 
 
@@ -277,12 +276,13 @@ def gelu_tanh(x):
 compiled_gelu = torch.compile(gelu_tanh)
 x = torch.randn(4096, 1024, device=device)
 check("gelu_tanh", gelu_tanh(x), compiled_gelu(x), gelu_tanh(x.double()))
-rows = [bench("eager", lambda: gelu_tanh(x), steps=100)]
-rows.append(bench("compiled", lambda: compiled_gelu(x), steps=100))
-show(rows, "gelu_tanh")
+steps = 100 if device == "cuda" else 5
+rows = {"eager": measure(lambda: gelu_tanh(x), steps)}
+rows["compiled"] = measure(lambda: compiled_gelu(x), steps)
+show(rows, "gelu_tanh", steps)
 
 # %%
-# The first call of ``compiled_gelu`` compiled it; ``bench`` times later calls only.
+# The first call of ``compiled_gelu`` compiled it; ``measure`` times later calls only.
 # ``@torch.compile`` written above a ``def`` does the same as ``torch.compile(fn)``.
 #
 # Compiling a module
@@ -314,12 +314,14 @@ for module in (wrapped, in_place):
 #
 # Now a real model, torchvision's ResNet-18 (random weights). Inductor keeps what it
 # compiles in a cache on disk, keyed by the graph and the settings, so a second process
-# that compiles the same model finds the generated code there. A **cold** compile starts from
-# an empty cache: inside ``fresh_cache()`` both of Inductor's caches point at a new, empty
-# folder, and ``torch._dynamo.reset()`` makes Dynamo forget what it compiled. Compiling
-# again inside the same block is a **warm** compile: Dynamo and AOTAutograd trace the
-# model again, and Inductor finds the generated code in the cache. The counters prove
-# which was which.
+# that compiles the same model finds it there. Two caches take part: AOTAutograd's, keyed
+# by the graph Dynamo captured, and Inductor's FX graph cache, keyed by the graph
+# AOTAutograd hands it. A **cold** compile starts from empty caches: inside
+# ``fresh_cache()`` Inductor's cache folder (both caches) and Triton's point at a new,
+# empty folder, and ``torch._dynamo.reset()`` makes Dynamo forget what it compiled.
+# Compiling again inside the same block is a **warm** compile. The process's one-time
+# start-up of Inductor (importing its code generators, starting its compile workers) was
+# paid by the compiles above, so the figures are the compile and one forward pass.
 #
 # ``torch.compiler.cudagraph_mark_step_begin()`` starts a new iteration for the CUDA
 # graphs of ``mode="reduce-overhead"`` (used below); it does nothing without them.
@@ -336,7 +338,7 @@ def infer(net):
 
 compile_rows = []
 with fresh_cache():
-    for label in ["cold (empty cache)", "warm (cache filled)"]:
+    for label in ["cold (empty caches)", "warm (caches filled)"]:
         torch._dynamo.reset()
         counters.clear()
         compiled_cnn = torch.compile(cnn)
@@ -344,20 +346,17 @@ with fresh_cache():
         logits = infer(compiled_cnn)
         if device == "cuda":
             torch.cuda.synchronize()
-        inductor = counters["inductor"]
+        seconds = time.perf_counter() - start
+        aot, inductor = counters["aot_autograd"], counters["inductor"]
         compile_rows.append(
-            [
-                label,
-                time.perf_counter() - start,
-                counters["stats"]["unique_graphs"],
-                inductor["fxgraph_cache_miss"],
-                inductor["fxgraph_cache_hit"],
-            ]
+            [label, seconds, counters["stats"]["unique_graphs"]]
+            + [aot["autograd_cache_miss"], aot["autograd_cache_hit"]]
+            + [inductor["fxgraph_cache_miss"], inductor["fxgraph_cache_hit"]]
         )
 cold, warm = compile_rows
-assert cold[2] >= 1 and cold[3] > 0 and cold[4] == 0, cold  # compiled, all misses
-assert warm[2] >= 1 and warm[3] == 0 and warm[4] > 0, warm  # compiled, all hits
-headers = ["first call", "seconds", "graphs compiled", "cache misses", "cache hits"]
+assert cold[2] >= 1 and cold[3] > 0 and cold[5] > 0 and cold[4] == cold[6] == 0, cold
+assert warm[2] >= 1 and warm[4] > 0 and warm[6] > 0 and warm[3] == warm[5] == 0, warm
+headers = ["", "first call (s)", "graphs", "AOT miss", "AOT hit", "FX miss", "FX hit"]
 print(tabulate(compile_rows, headers, tablefmt="github", floatfmt=".1f"))
 with torch.no_grad():
     reference = copy.deepcopy(cnn).double()(images.double())
@@ -365,11 +364,14 @@ check("ResNet-18 logits", infer(cnn), logits, reference)
 del reference
 
 # %%
-# A warm compile skips code generation and the C++ or Triton compiler; Dynamo and
-# AOTAutograd still trace the model. The table shows what that leaves on this machine.
-# (On a recent NVIDIA GPU both errors are larger than the small MLP's: PyTorch runs
-# float32 convolutions in cuDNN with TF32 by default, ``torch.backends.cudnn.allow_tf32``,
-# in eager and compiled code alike.)
+# On the warm compile Dynamo still runs: it traces the model's bytecode into a graph and
+# builds its guards, since those live in the process only. The AOTAutograd cache then
+# hits, so AOTAutograd does not trace the graph into ATen operations again: the cache
+# entry names the compiled graph in the FX graph cache, which hits too, and the generated
+# code is loaded from disk. No lowering, no code generation, no C++ or Triton compiler.
+# (On NVIDIA GPUs of compute capability 8.0 or newer, PyTorch runs float32 convolutions
+# in cuDNN with TF32 by default, ``torch.backends.cudnn.allow_tf32``, in eager and
+# compiled code alike, so both errors there include TF32's rounding.)
 # Keeping the cache between runs (``TORCHINDUCTOR_CACHE_DIR``) gives a new process the
 # warm compile; :ref:`compile_time` measures where compile time goes and how to cut it.
 #
@@ -401,25 +403,23 @@ for mode in ["default", "reduce-overhead", "max-autotune"]:
 # (less GPU work) or CUDA graphs (less CPU work) can help; the chart shows the same split
 # as busy and idle time.
 
-rows = [bench("eager", lambda: infer(cnn), steps=10)]
-rows.append(bench("compiled, default", lambda: infer(compiled_cnn), steps=10))
+steps = 10 if device == "cuda" else 5
+rows = {"eager": measure(lambda: infer(cnn), steps)}
+rows["compiled, default"] = measure(lambda: infer(compiled_cnn), steps)
 if device == "cuda":
     cudagraph_cnn = torch.compile(cnn, mode="reduce-overhead")
-    rows.append(bench("reduce-overhead", lambda: infer(cudagraph_cnn), steps=10))
+    rows["reduce-overhead"] = measure(lambda: infer(cudagraph_cnn), steps)
 else:
     print("reduce-overhead: not run, a CPU has no CUDA graphs")
-show(rows, f"ResNet-18 inference, batch {CNN_BATCH}")
+show(rows, f"ResNet-18 inference, batch {CNN_BATCH}", steps)
 
 # %%
 # The convolutions run in cuDNN or oneDNN in both versions (Inductor may hand them
 # another memory layout). What compiling changes is the work around them: batch norms,
-# ReLUs and residual additions fused into fewer kernels, which is less memory traffic
-# for the GPU and fewer launches for the CPU. Every compiled call also spends a few
-# microseconds of CPU time checking its guards. How much of the step lies outside the
-# convolutions, where compiling does most of its work, depends on the machine. A row that
-# came out slower gets a line under the table; on a CPU it tells whether the time moved
-# in oneDNN's convolutions or in the compiled code. On a CPU, a few percent is within what
-# two runs of the same code differ by, more so on a busy machine. Measure with the sizes,
+# ReLUs and residual additions fused into fewer kernels, which is less memory traffic for
+# the GPU and fewer launches for the CPU. Each compiled call also checks its guards on the
+# CPU. The lines under the table read each row against the row above it. How much of the
+# step lies outside the convolutions depends on the machine, so measure with the sizes,
 # precision and hardware you will run with.
 #
 # Training a small GPT
@@ -437,14 +437,8 @@ class TinyGPT(nn.Module):
         self.tok = nn.Embedding(vocab, dim)
         self.pos = nn.Parameter(0.02 * torch.randn(seq, dim))
         block = nn.TransformerEncoderLayer(
-            dim,
-            heads,
-            4 * dim,
-            dropout=0.0,
-            activation="gelu",
-            batch_first=True,
-            norm_first=True,
-        )
+            dim, heads, 4 * dim, 0.0, "gelu", batch_first=True, norm_first=True
+        )  # dropout 0, GELU, layer norm before attention and MLP
         self.blocks = nn.TransformerEncoder(
             block, layers, norm=nn.LayerNorm(dim), enable_nested_tensor=False
         )
@@ -511,17 +505,16 @@ def make_step(net):
     return step
 
 
-rows = [bench("eager model", make_step(eager_gpt), steps=5)]
-rows.append(bench("compiled model", make_step(compiled_gpt), steps=5))
-show(rows, "GPT training step, fused AdamW")
+rows = {"eager model": measure(make_step(eager_gpt), steps=5)}
+rows["compiled model"] = measure(make_step(compiled_gpt), steps=5)
+show(rows, "GPT training step, fused AdamW", steps=5)
 
 # %%
-# Training gives fusion more to work on than inference: every elementwise operation in
-# the forward (layer norms, GELU, residual additions, the casts of autocast) has a
-# matching one in the backward, and AOTAutograd may recompute cheap activations in the
-# backward instead of storing and reading them back. The matrix products and the
-# attention run in the same vendor kernels in both rows, and a line under the table,
-# printed only if the compiled step came out slower, shows where its time went.
+# In training, each elementwise operation of the forward (layer norms, GELU, residual
+# additions, the casts of autocast) has a matching one in the backward for Inductor to
+# fuse, and AOTAutograd may recompute cheap activations in the backward instead of
+# storing them and reading them back. The matrix products and the attention run in the
+# same vendor kernels in both rows.
 #
 # Dynamic shapes and recompiles
 # -----------------------------
@@ -576,33 +569,12 @@ assert counters["frames"]["ok"] == counters["stats"]["unique_graphs"] == 2
 # The log names the guard that failed: the size of ``x``'s first dimension. Two graphs
 # served three sizes. When you know in advance which size varies (a batch, a sequence
 # length), ``torch._dynamo.mark_dynamic(tensor, dim)`` makes it dynamic from the first
-# call; ``dynamic=True`` makes every size dynamic from the start; and ``dynamic=False``
-# turns the automatic step off (a new graph per size). The counts are Dynamo's own:
-# frames compiled and graphs captured, for four sizes.
-
-shape_rows = []
-for name in ["default", "mark_dynamic(t, 0)", "dynamic=False"]:
-    torch._dynamo.reset()
-    counters.clear()
-    compiled_rms = torch.compile(
-        row_rms, backend="eager", dynamic=False if name == "dynamic=False" else None
-    )
-    for n in [8, 16, 32, 64]:
-        t = torch.randn(n, 16)
-        if name.startswith("mark_dynamic"):
-            torch._dynamo.mark_dynamic(t, 0)
-        torch.testing.assert_close(compiled_rms(t), row_rms(t))
-    shape_rows.append(
-        [name, counters["frames"]["ok"], counters["stats"]["unique_graphs"]]
-    )
-print(tabulate(shape_rows, ["", "frames compiled", "graphs"], tablefmt="github"))
-assert [r[1:] for r in shape_rows] == [[2, 2], [1, 1], [4, 4]], shape_rows
-
-# %%
-# Dynamo still treats sizes 0 and 1 as special, and a graph with dynamic shapes can be a
-# little slower than one compiled for fixed sizes. A function recompiles at most
-# ``torch._dynamo.config.recompile_limit`` times (8 by default); past that it runs eagerly
-# and logs a warning. :ref:`debugging_tutorial` shows how to find what keeps recompiling.
+# call and saves the recompile; ``dynamic=False`` turns the automatic step off (a new
+# graph per size). Dynamo still treats sizes 0 and 1 as special. A function recompiles at
+# most ``torch._dynamo.config.recompile_limit`` times (8 by default); past that, a call
+# that matches none of its graphs runs eagerly, and Dynamo logs a warning.
+# :ref:`dynamic_shapes_tutorial` measures these choices, and :ref:`debugging_tutorial`
+# shows how to find what keeps recompiling.
 #
 # Graph breaks
 # ------------
@@ -610,9 +582,10 @@ assert [r[1:] for r in shape_rows] == [[2, 2], [1, 1], [4, 4]], shape_rows
 # A graph break is not an error, but each one ends a graph: Inductor cannot fuse across
 # it, and the Python in between runs eagerly. This function has two common ones: a
 # ``print``, and ``.item()``, which turns a tensor into a Python number for an ``if``.
-# ``torch._dynamo.explain(fn)(*args)`` runs it under Dynamo and reports the graphs and the
-# reason for each break; the ``.item()`` break also logs a warning that says how to keep
-# such numbers in the graph.
+# ``torch._dynamo.explain(fn)(*args)`` runs it under Dynamo and reports the graphs and,
+# for each break, the reason and Dynamo's hint for avoiding it. (Dynamo also logs a
+# warning at the first ``.item()`` break of a process; ``trimmed_logs(lines=0)`` keeps
+# that copy off the page.)
 
 
 def noisy_clip(x):
@@ -623,14 +596,16 @@ def noisy_clip(x):
     return y * 2
 
 
-x = torch.randn(16, 32)
-x[0, 0] = 50.0  # an outlier: above 3 after the layer norm
-with trimmed_logs(lines=2):
+x = 2 * torch.rand(16, 32, generator=torch.Generator().manual_seed(0)) - 1  # in [-1, 1)
+x[0, 0] = 50.0  # an outlier: the only value above 3 after the layer norm
+with trimmed_logs(lines=0):
     explanation = torch._dynamo.explain(noisy_clip)(x)
 print(f"graphs: {explanation.graph_count}, breaks: {explanation.graph_break_count}")
 for reason in explanation.break_reasons:
-    frame = reason.user_stack[-1]
-    print(f"  line {(frame.line or '').strip()!r}: {reason.reason.splitlines()[0]}")
+    frame, lines = reason.user_stack[-1], reason.reason.splitlines()
+    print(f"line {(frame.line or '').strip()!r}: {lines[0]}")
+    for hint in [line.strip() for line in lines if "Hint:" in line][:1]:
+        print(textwrap.fill(hint, 88, initial_indent="  ", subsequent_indent="    "))
 assert explanation.graph_break_count == 2
 
 # %%
@@ -648,18 +623,30 @@ except torch._dynamo.exc.Unsupported as error:
 
 # %%
 # Removing the breaks means staying in tensors: no ``print`` inside the compiled region,
-# and ``torch.where`` (or here simply ``clamp``, which leaves values inside the range
-# alone) in place of the ``if``. The rewrite compiles as one graph:
+# and ``torch.where`` on the 0-d tensor ``y.max() > 3`` in place of the ``if`` on a Python
+# number. ``torch.where`` computes both sides and picks one, so the rewrite clamps only
+# when the maximum exceeds 3, as ``noisy_clip`` does: an input whose maximum is at most 3
+# comes back unclamped even where its minimum is below -3. Compiled with
+# ``fullgraph=True``, it is checked against ``noisy_clip`` on one input of each branch.
 
 
 def quiet_clip(x):
-    return F.layer_norm(x, x.shape[-1:]).clamp(-3, 3) * 2
+    y = F.layer_norm(x, x.shape[-1:])
+    return torch.where(y.max() > 3, y.clamp(-3, 3), y) * 2
 
 
+low = x.clone()
+low[0, 0] = -50.0  # below -3 after the layer norm, while the maximum stays under 3
 torch._dynamo.reset()
 counters.clear()
-out = torch.compile(quiet_clip, backend="eager", fullgraph=True)(x)
-torch.testing.assert_close(out, quiet_clip(x))
+compiled_quiet = torch.compile(quiet_clip, backend="eager", fullgraph=True)
+for name, t in [("max > 3", x), ("max <= 3, min < -3", low)]:
+    y = F.layer_norm(t, t.shape[-1:])
+    assert (y.max() > 3) == (t is x) and (y.min() < -3) == (t is low), name
+    with contextlib.redirect_stdout(io.StringIO()):  # noisy_clip's print
+        expected = noisy_clip(t)
+    torch.testing.assert_close(compiled_quiet(t), expected)
+    print(f"{name}: compiled quiet_clip equals noisy_clip")
 assert counters["stats"]["unique_graphs"] == 1
 print(f"fullgraph=True: {counters['stats']['unique_graphs']} graph, no break")
 
@@ -676,7 +663,8 @@ print(f"fullgraph=True: {counters['stats']['unique_graphs']} graph, no break")
 # depends on what bounds a step: fusion shrinks GPU work, CUDA graphs
 # (``mode="reduce-overhead"``) shrink CPU launch work, and the GPU's busy share, measured
 # with ``torch.profiler``, says which one a step needs. Compile time is paid once per
-# process and set of shapes, and a warm cache skips its code generation. New shapes cause
+# process and set of shapes; with warm caches Dynamo still traces, but AOTAutograd's
+# trace and Inductor's code generation are loaded from disk. New shapes cause
 # recompiles and unsupported Python causes graph breaks; both are visible in the logs and
 # with ``torch._dynamo.explain``.
 #

@@ -47,8 +47,7 @@ Horizontal fusion with foreach_map: a compiled Adam
 # Setup
 # -----
 #
-# The benchmark steps stacks of ``Linear`` layers; on a GPU the largest stack is chosen from
-# the free memory.
+# The benchmark steps stacks of ``Linear`` layers, on a GPU as deep as the memory allows.
 
 import copy
 import functools
@@ -60,9 +59,9 @@ import warnings
 import matplotlib.pyplot as plt
 import torch
 from tabulate import tabulate
-from torch._dynamo.utils import counters
+from torch._dynamo.utils import compile_times, counters
 from torch._higher_order_ops.foreach_map import foreach_map
-from torch._inductor.utils import run_and_get_code
+from torch._inductor.utils import fresh_cache, run_and_get_code
 from torch.profiler import ProfilerActivity, profile
 
 # A note from torch.profiler about reusing a profiler: each one here runs once.
@@ -79,9 +78,7 @@ if device == "cuda":
 else:
     device_name = f"CPU, threads: {torch.get_num_threads()}"
     shapes = [(256, 4), (2048, 4)]
-print(
-    f"{device_name}, torch {torch.__version__}, Linear stacks (width, depth): {shapes}"
-)
+print(f"{device_name}, torch {torch.__version__}, (width, depth) of stacks: {shapes}")
 
 # %%
 # foreach_map in one screen
@@ -92,6 +89,26 @@ print(
 # learning rate) are passed unchanged to every call. ``fn`` must not write into its inputs,
 # so the new values are stored with ``torch._foreach_copy_``, which Inductor fuses into the
 # same kernel.
+#
+# ``first_call`` times a first call from an empty cache (``fresh_cache()``; it must miss,
+# never hit) and the compiling in it (``compile_times``). This first compilation on the
+# page also pays, once, for importing Inductor and starting its compile workers.
+
+
+def first_call(fn, *args):
+    """Seconds of fn's first call and of compiling in it, from an empty cache; result."""
+    torch._dynamo.reset()
+    counters.clear()
+    with fresh_cache():
+        start = time.perf_counter()
+        out = fn(*args)
+        sync()
+        seconds = time.perf_counter() - start
+    cache = counters["inductor"]  # a graph with foreach_map may bypass the cache
+    assert cache["fxgraph_cache_hit"] == 0, cache
+    assert cache["fxgraph_cache_miss"] + cache["fxgraph_cache_bypass"] > 0, cache
+    timed = dict(zip(*compile_times(repr="csv", aggregate=True)))
+    return seconds, float(timed["_compile.compile_inner"]), out
 
 
 def sgd_update(p, g, lr):
@@ -107,40 +124,38 @@ params = [torch.randn(s, device=device) for s in [(64,), (64, 32), (1000,)]]
 grads = [torch.randn_like(p) for p in params]
 lr = torch.tensor(0.1, device=device)
 expected = [p - 0.1 * g for p, g in zip(params, grads)]
-_, code = run_and_get_code(sgd_step, params, grads, lr)  # compiles, keeps the source
-for p, e in zip(params, expected):
-    torch.testing.assert_close(p, e)
-kernels = sorted(
-    set(re.findall(r"\b(?:triton_\w+|cpp_fused\w*)(?=\()", "\n".join(code)))
-)
-print(f"{len(params)} tensors updated by the generated kernels: {', '.join(kernels)}")
+start_up, _, (_, code) = first_call(run_and_get_code, sgd_step, params, grads, lr)
+torch.testing.assert_close(params, expected)
+kernels = set(re.findall(r"\b(?:triton_\w+|cpp_fused\w*)(?=\()", "\n".join(code)))
+print(f"{len(params)} tensors updated by the kernels: {', '.join(sorted(kernels))}")
+cache = {k: counters["inductor"][f"fxgraph_cache_{k}"] for k in ["miss", "bypass"]}
+print(f"first call, start-up included: {start_up:.2f} s; FX graph cache: {cache}")
 
 # %%
 # On a GPU the kernels are Triton *foreach* kernels (``triton_for_fused_*``): in one launch,
 # different blocks of threads update different tensors, each with the whole update fused.
-# On a CPU the generated C++ function runs one fused loop per tensor.
+# On a CPU the generated C++ function runs one fused loop per tensor. A "bypass" in the
+# cache counts means that Inductor's FX graph cache cannot hold a graph with this
+# higher-order op: every process compiles it again.
 #
 # The learning rate is a 0-dim tensor, not a Python float, on purpose. A float that the
-# compiled code reads becomes a constant in it, guarded by a check on its value: a new
-# value compiles the function again, once per value until the recompile limit. A tensor is
-# an input like the parameters, and changing its value compiles nothing. The cell asserts
-# it: Dynamo's count of compiled graphs does not change. (Its count of frames would not
-# do here: it leaves out ``fullgraph=True`` compiles.)
+# compiled code reads becomes a constant in it, guarded by its value: a new value compiles
+# again, until the recompile limit. A tensor is an input like the parameters; the cell
+# asserts that Dynamo's count of compiled graphs does not change (its count of frames
+# leaves out ``fullgraph=True`` compiles).
 
 graphs = counters["stats"]["unique_graphs"]
 assert graphs > 0  # the first call was compiled
 lr.fill_(0.05)
 expected = [p - 0.05 * g for p, g in zip(params, grads)]
 sgd_step(params, grads, lr)
-for p, e in zip(params, expected):
-    torch.testing.assert_close(p, e)
+torch.testing.assert_close(params, expected)
 assert counters["stats"]["unique_graphs"] == graphs, "changing lr recompiled"
 print("new learning rate: same result as the loop, nothing recompiled")
 
 # %%
 # ``fn`` must also be pointwise: each output element depends on the same element of the
-# inputs and on scalars (no reductions, reshapes or matrix products). Both rules are checked
-# at compile time.
+# inputs and on scalars (no reductions, reshapes or matmuls), checked at compile time.
 #
 # Adam, one element at a time
 # ---------------------------
@@ -232,13 +247,10 @@ class ForeachMapAdam:
 # Check it against ``torch.optim.Adam``
 # -------------------------------------
 #
-# Copies of one model take the same steps with weight decay: a float64 ``torch.optim.Adam``
-# (the reference), a float32 ``torch.optim.Adam`` and a float32 ``ForeachMapAdam``: eight
-# steps, each with the same fresh gradients for all, and the learning rate halved after
-# four (through ``param_groups``, or with ``lr.fill_`` for ours). Each float32
-# error against float64 must be of the size of ``torch.optim.Adam``'s own, and the change
-# of rate must compile nothing. (A tensor learning rate is also what lets a step recorded
-# in a CUDA graph see a new rate: :ref:`compiling_optimizer_lr_scheduler`.)
+# Copies of one model take eight steps with weight decay and the same fresh gradients:
+# ``torch.optim.Adam`` in float64 (the reference) and float32, and ``ForeachMapAdam``, with
+# the learning rate halved after four. Each float32 error must be of the size of
+# ``torch.optim.Adam``'s own, and the change of rate must compile nothing.
 
 HP = {"betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 1e-2}
 kinds = {"float64": torch.optim.Adam, "torch.optim.Adam": torch.optim.Adam}
@@ -281,85 +293,84 @@ for name, err in errors.items():
 # Measuring
 # ---------
 #
-# ``step_and_busy`` times six windows of ``steps`` back-to-back calls (the first warms
-# up) and returns the median time of one step and the windows' spread (IQR); it asserts
-# that nothing was compiled meanwhile. On a GPU one more window runs under
-# ``torch.profiler``: the union of the intervals in which a kernel ran, per step, is the
-# GPU's **busy** time. At a busy share of 85 % or more the step is bound by the GPU;
-# below, the GPU sat idle for the rest, waiting for the CPU (Python, guards, kernel
-# launches). On a CPU there is no separate device to be busy or idle. ``explain_slower``
-# prints one line per compiled variant slower than the fastest of its references (eager,
-# or the rung below it), saying where the extra time went.
+# ``step_and_busy`` times six windows of ``steps`` back-to-back calls, at least three and
+# about 10 ms (the first warms up): the median step and the windows' spread (IQR). Up to ten
+# more calls run under ``torch.profiler``, which gives each operator's and range's self
+# time per step (CPU time; on a GPU, kernel time too) and, on a GPU, the **busy** share:
+# the union of kernel intervals over that profiled loop's wall time. Below 85 % busy, the
+# GPU waited for the CPU. ``attribute`` takes a row slower than its reference beyond both
+# spreads apart into the parts whose time per step grew most.
 #
 # The roofline: Adam in float32 moves at least **28 bytes per parameter** (it reads the
-# parameter, the gradient and both moments, and writes back all but the gradient); the
-# roofline time is those bytes at the copy bandwidth that the same helper measures on a
-# large copy. Copy and steps alike run back to back with no cache flush between calls
-# (unlike ``triton.testing.do_bench``, which flushes the GPU's L2 cache before each): on a
-# GPU the working sets, hundreds of MB to GBs, dwarf the L2 cache, so that makes little
-# difference.
+# parameter, the gradient and both moments, and writes back all but the gradient), at the
+# copy bandwidth that the same helper measures on a large copy (bytes read plus written).
 
 
-def step_and_busy(step, steps=10):
-    """Median step time, GPU busy time per step (None on a CPU) and spread, in ms."""
-    count, windows, busy = counters["stats"]["unique_graphs"], [], None
-    for _ in range(6):  # windows of `steps` back-to-back calls, without the profiler
+def step_and_busy(step, steps):
+    """(median ms per step, spread ms, busy % or None) and self ms per step by part."""
+    count, windows, calls = counters["stats"]["unique_graphs"], [], min(steps, 10)
+    for _ in range(6):
         sync()
         start = time.perf_counter()
         for _ in range(steps):
             step()
         sync()
         windows.append((time.perf_counter() - start) / steps * 1e3)
-    if device == "cuda":  # one more window, profiled
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(steps):
-                step()
-            sync()
-        kernels = [e.time_range for e in prof.events() if e.device_type.name == "CUDA"]
-        busy, reach = 0.0, float("-inf")  # the union: two streams' overlap counts once
-        for span in sorted(kernels, key=lambda r: r.start):
-            busy += max(0.0, span.end - max(span.start, reach))
-            reach = max(reach, span.end)
-        busy = busy / steps / 1e3  # time_range is in microseconds
+    kinds = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
+    with profile(activities=kinds) as prof:
+        start = time.perf_counter()
+        for _ in range(calls):
+            step()
+        sync()
+        wall_us = (time.perf_counter() - start) * 1e6  # time_range is in microseconds
     assert counters["stats"]["unique_graphs"] == count, "compiled while timing"
-    q1, _, q3 = statistics.quantiles(windows[1:], n=4)  # the first window warms up
-    return statistics.median(windows[1:]), busy, q3 - q1
+    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    spans = [e.time_range for e in kernels if not e.is_user_annotation]  # no CPU ranges
+    busy, reach, parts = 0.0, 0.0, {True: {}, False: {}}
+    for span in sorted(
+        spans, key=lambda r: r.start
+    ):  # two streams' overlap counts once
+        busy += max(0.0, span.end - max(span.start, reach))
+        reach = max(reach, span.end)
+    for e in prof.key_averages():
+        gpu = e.device_type.name != "CPU" and not e.is_user_annotation  # kernels
+        us = e.self_device_time_total if gpu else e.self_cpu_time_total
+        side = parts[gpu]  # kernel time on the GPU, self CPU time on the CPU
+        side[e.key] = side.get(e.key, 0.0) + us / 1e3 / calls
+    q1, median, q3 = statistics.quantiles(windows[1:], n=4)  # the first warms up
+    return (median, q3 - q1, 100 * busy / wall_us if device == "cuda" else None), parts
 
 
-def explain_slower(label, times, refs):
-    """Print where the extra time went, for each variant slower than its fastest ref."""
-    slower = 0
-    for name, candidates in refs.items():
-        ref = min(candidates, key=lambda c: times[c][0])
-        (t, busy, spread), (t0, busy0, spread0) = times[name], times[ref]
-        if t <= t0:
-            continue
-        slower += 1
-        if busy is None:  # on a CPU, the spread says whether the timings can be trusted
-            why = f"spread (IQR) {spread:.3f} and {spread0:.3f} ms: " + (
-                "steady, so it is the compiled step's own CPU work"
-                if max(spread / t, spread0 / t0) < 0.1
-                else "over 10 % of a step, other work on the machine disturbed them"
-            )
-        else:
-            why = (
-                f"GPU busy {busy:.3f} ms ({100 * busy / t:.0f} %) against {busy0:.3f} ms"
-                f" ({100 * busy0 / t0:.0f} %): {busy - busy0:+.3f} ms of kernel time, "
-                f"{t - busy - (t0 - busy0):+.3f} ms of GPU idle (waiting for the CPU)"
-            )
-        print(
-            f"{label}, {name}: {t / t0:.2f}x the time of {ref} ({t:.3f} vs {t0:.3f} ms); {why}"
-        )
-    return slower
+def attribute(label, name, ref, times, parts):
+    """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
+    (t, spread, busy), (t0, spread0, _) = times[name], times[ref]
+    gap = t - t0
+    head = f"{label}, {name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
+    if abs(gap) <= max(spread, spread0):
+        return print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
+    if gap < 0:
+        return print(f"{head}, faster beyond the spread")
+    gpu = busy is not None and busy >= 85  # a GPU-bound step: what grew is kernel time
+    mine, theirs = parts[name][gpu], parts[ref][gpu]
+    diff = sorted(
+        ((ms - theirs.get(k, 0.0), k) for k, ms in mine.items()), reverse=True
+    )
+    grew = [(k, ms) for ms, k in diff[:3] if ms > 0]
+    covered = sum(ms for _, ms in grew)
+    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
+    print(
+        f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
+        f" step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
+        f"the rest, {gap - covered:+.3f} ms, is outside these parts"
+    )
 
 
 src = torch.rand(2**28 if device == "cuda" else 2**25, device=device)
 dst = torch.empty_like(src)
-copy = functools.partial(dst.copy_, src)
-copy_ms, _, _ = step_and_busy(copy, steps=20 if device == "cuda" else 2)
+(copy_ms, copy_spread, _), _ = step_and_busy(functools.partial(dst.copy_, src), 20)
 bytes_per_ms = 2 * src.nbytes / copy_ms
 print(
-    f"copy bandwidth: {bytes_per_ms / 1e6:.0f} GB/s ({2 * src.nbytes / 2**20:.0f} MiB moved)"
+    f"copy: {bytes_per_ms / 1e6:.0f} GB/s; {copy_ms:.3f} ms, spread {copy_spread:.3f} ms"
 )
 del src, dst
 
@@ -370,17 +381,16 @@ del src, dst
 # Every variant steps the same parameters with the same fixed gradients and its own
 # optimizer state, built just before it is timed: ``torch.optim.Adam`` with
 # ``foreach=True`` and with ``fused=True`` (one hand-written kernel), and
-# ``ForeachMapAdam``. "x fused" is a variant's speed relative to ``fused=True``.
+# ``ForeachMapAdam``, whose first step at each size is a compilation from an empty cache.
+# "x fused" is a variant's speed relative to ``fused=True``.
 
-HP["lr"] = 1e-3
 variants = {
     "eager foreach": lambda ps: torch.optim.Adam(ps, foreach=True, **HP).step,
     "eager fused": lambda ps: torch.optim.Adam(ps, fused=True, **HP).step,
     "foreach_map": lambda ps: ForeachMapAdam(ps, **HP).step,
 }
-refs = {"foreach_map": ["eager foreach", "eager fused"]}
 
-rows, results = [], {}
+rows, results, compiles = [], {}, []
 for width, depth in shapes:
     layers = [torch.nn.Linear(width, width, device=device) for _ in range(depth)]
     params = [p for layer in layers for p in layer.parameters()]
@@ -388,49 +398,53 @@ for width, depth in shapes:
         p.grad = torch.randn_like(p)
     n = sum(p.numel() for p in params)
     roofline_ms = 28 * n / bytes_per_ms
-    steps = max(1, min(100, round(10 / roofline_ms)))  # windows of 10 ms or more
-    times = results[f"{n / 1e6:.1f} M params"] = {}
+    steps = max(3, min(100, round(10 / roofline_ms)))
+    times, parts = {}, {}
+    results[f"{n / 1e6:.1f} M params"] = times, parts
     for name, make_step in variants.items():
         step = make_step(params)
-        step()  # compiles for new shapes and creates the optimizer state
-        times[name] = step_and_busy(step, steps)
+        if name == "foreach_map":  # compiles for these shapes, from an empty cache
+            compiles.append([f"{n / 1e6:.1f}", len(params), *first_call(step)[:2]])
+        else:
+            step()  # creates the optimizer state
+        times[name], parts[name] = step_and_busy(step, steps)
         del step
-    for name, (step_ms, busy, _) in times.items():
-        fused_ms = times["eager fused"][0]
-        share = None if busy is None else 100 * busy / step_ms
-        gpu = [] if busy is None else [busy, share, "GPU" if share >= 85 else "CPU"]
-        row = [f"{n / 1e6:.1f}", name, step_ms, *gpu, 100 * roofline_ms / step_ms]
-        rows.append(row + [fused_ms / step_ms])
+    for name, (step_ms, spread, busy) in times.items():
+        pct = 100 * roofline_ms / step_ms  # known to within both spreads:
+        tol = pct * (copy_spread / copy_ms + spread / step_ms)
+        vs = "within" if abs(pct - 100) <= tol else "above" if pct > 100 else "below"
+        gpu = [] if busy is None else [busy, "GPU" if busy >= 85 else "CPU"]
+        row = [f"{n / 1e6:.1f}", name, step_ms, spread, *gpu, pct, vs]
+        rows.append(row + [times["eager fused"][0] / step_ms])
     del layers, params
-    if device == "cuda":
-        torch.cuda.empty_cache()
 
-print(f"Adam, float32, {device_name}; median step times")
-gpu = ["GPU busy (ms)", "busy %", "bound"] if device == "cuda" else []
-headers = ["params (M)", "variant", "step (ms)", *gpu, "% of copy roofline", "x fused"]
-fmt = ["", "", ".3f", *[".3f", ".0f", ""][: len(gpu)], ".1f", ".2f"]
+first = ["ForeachMapAdam's first step from an empty cache (s)", "compiling (s)"]
+print(tabulate(compiles, ["params (M)", "tensors", *first], floatfmt=".2f"))
+print(f"Adam, float32, {device_name}; median step times, spread = IQR of the windows")
+gpu = ["busy %", "bound"] if device == "cuda" else []
+headers = ["params (M)", "variant", "step (ms)", "spread (ms)", *gpu]
+headers += ["% of copy roofline", "vs 100 %", "x fused"]
+fmt = ["", "", ".3f", ".3f", *[".0f", ""][: len(gpu)], ".1f", "", ".2f"]
 print(tabulate(rows, headers, "github", fmt))
-if device == "cpu":
-    print("On a CPU there is no separate device to be busy or idle: no GPU columns.")
-slower = sum(explain_slower(label, t, refs) for label, t in results.items())
-print(f"compiled rows slower than their reference: {slower}")
+where = {w: [row[-2] for row in rows].count(w) for w in ["within", "above", "below"]}
+print("rows by their share of the copy roofline, against 100 % and the spreads:", where)
+for size, (times, parts) in results.items():
+    ref = min(["eager foreach", "eager fused"], key=lambda c: times[c][0])
+    attribute(size, "foreach_map", ref, times, parts)
 
 # %%
-# The chart draws the same numbers: for every size, each variant's step, split on a GPU
-# into the time the GPU was busy and the time it sat idle.
+# The chart draws the roofline column: how close each variant came to moving its bytes
+# at the copy's speed, for every size.
 
-fig, axes = plt.subplots(1, len(results), figsize=(10, 3), sharey=True)
-for ax, (label, times) in zip(axes, results.items()):
-    names = list(times)[::-1]
-    busy = [times[k][1] or times[k][0] for k in names]  # on a CPU: the step time
-    ax.barh(names, busy, label="GPU busy")
-    if device == "cuda":
-        idle = [times[k][0] - b for k, b in zip(names, busy)]
-        ax.barh(names, idle, left=busy, label="GPU idle")
-    ax.set(title=label, xlabel="ms per step")
-if device == "cuda":
-    axes[-1].legend(loc="upper left", bbox_to_anchor=(1, 1))
-fig.suptitle(f"Adam step, {device_name}: median times")
+fig, ax = plt.subplots(figsize=(8, 3.5))
+for name in variants:
+    ax.plot(
+        *zip(*[(float(r[0]), r[-3]) for r in rows if r[1] == name]), "o-", label=name
+    )
+ax.axhline(100, color="gray", linestyle="--")
+ax.set(xscale="log", xlabel="parameters (M)", ylabel="% of copy roofline")
+ax.set_title(f"Adam step, {device_name}")
+ax.legend(loc="upper left", bbox_to_anchor=(1, 1))
 fig.tight_layout()
 plt.show()
 
@@ -438,32 +452,24 @@ plt.show()
 # Reading the table
 # -----------------
 #
-# * **% of copy roofline**: 100 % would mean that the step moved its 28 bytes per
-#   parameter as fast as the device copies memory. Eager ``foreach`` makes several
-#   passes over memory where one would do; ``fused=True`` and ``ForeachMapAdam`` make
-#   one. How tight a bound the copy is depends on the device. On a GPU, with working
-#   sets far larger than its caches, it is close: near 100 %, a step moves memory
-#   about as fast as the GPU can. On a CPU it is not: tensors that fit in the
-#   last-level cache are reread from there on back-to-back calls, a copy may also
-#   fetch the memory it overwrites (a read its byte count leaves out), and a few cores
-#   keep more requests in flight on seven arrays than on two, so an eager fused step
-#   can exceed 100 % by far.
-# * **GPU busy**, **busy %** and **bound** (GPU only): below 85 % busy, the GPU waits for
-#   the CPU for the rest of the step. On every call ``ForeachMapAdam`` runs two compiled
-#   functions, which check guards on every tensor of four lists, and launches their
-#   kernels; the shorter the step, the more that weighs. A CUDA graph removes that work
-#   (:ref:`compiling_optimizer_recipe` records one). A share a little above 100 % is noise.
-# * The lines under the table say where a slower row's extra time went: on a GPU, extra
-#   *idle* time is CPU work (guards, launches), extra *busy* time slower kernels; on a CPU,
-#   where all variants run on the same threads, a steady slower row is the compiled step's
-#   own work, and an unsteady one is worth measuring again.
+# * **% of copy roofline**: 100 % would mean moving 28 bytes per parameter as fast as
+#   ``dst.copy_(src)`` moves memory. Eager ``foreach`` makes several passes where one
+#   would do; ``fused=True`` and ``ForeachMapAdam`` make one. **vs 100 %** says "within"
+#   when 100 % lies within the copy's and the step's spreads. "Above" means the copy is
+#   not the fastest way the device moves memory: on a CPU, a copy may read the memory it
+#   overwrites (a read its byte count leaves out), while Adam writes over memory it read.
+# * The lines under the table take a slower row apart. On every call ``ForeachMapAdam``
+#   runs an eager ``step_count += 1`` and two compiled functions; the profiler names their
+#   CPU work ``TorchDynamo Cache Lookup`` (checking guards), ``Torch-Compiled Region`` (a
+#   compiled frame), ``## Call CompiledFxGraph ... ##`` (the generated code; on a CPU, its
+#   C++ kernels too) and ``cudaLaunchKernel`` or ``cuLaunchKernel`` (a launch). A CUDA
+#   graph launches a step whole (:ref:`compiling_optimizer_recipe`).
 #
 # Going further
 # -------------
 #
-# * **Compile time grows with the list.** Dynamo does not trace ``fn`` once: it runs the
-#   loop of ``foreach_map`` while tracing, so the graph holds one copy of ``fn`` per
-#   tensor, and the compile time grows with the number of tensors (paid once).
+# * **Compiling unrolls the list.** Dynamo runs the loop of ``foreach_map`` while tracing,
+#   so the graph holds one copy of ``fn`` per tensor (compile times above, per length).
 # * **Errors.** A mutating ``fn`` fails in Dynamo ("Encountered input mutation during
 #   higher order op tracing"); a reduction fails in Inductor ("Buffers cannot be created
 #   while lowering a pointwise subgraph").
@@ -471,12 +477,12 @@ plt.show()
 # Conclusion
 # ----------
 #
-# An optimizer step is a memory-bound loop over many tensors. ``foreach_map`` lets you write
-# the per-tensor update as pointwise Python, and ``torch.compile`` fuses it over all tensors
-# into one pass over memory, write-backs included. Values that change during training go in
-# as 0-dim tensors, and step-dependent scalars are computed once per step. The result
-# matched ``torch.optim.Adam`` against float64, and the table measured it against the copy
-# roofline and ``fused=True``, with the GPU's busy share saying what bounds each step.
+# ``foreach_map`` lets you write a per-tensor update as pointwise Python, and
+# ``torch.compile`` fuses it over all tensors into one pass over memory, write-backs
+# included. Values that change during training go in as 0-dim tensors, and step-dependent
+# scalars are computed once per step. The result matched ``torch.optim.Adam`` against
+# float64; the table measured it against the copy roofline and ``fused=True``, each row
+# with its spread, and took any slower row apart.
 #
 # Further reading
 # ---------------
@@ -485,13 +491,9 @@ plt.show()
 #   (``foreach_map`` is for the others), and recording it in a CUDA graph.
 # * `torch.optim <https://docs.pytorch.org/docs/stable/optim.html>`__: the ``foreach`` and
 #   ``fused`` implementations.
-# * `CUDA graphs <https://docs.pytorch.org/docs/stable/notes/cuda.html#cuda-graphs>`__ in
-#   the CUDA semantics notes.
-# * The source of ``foreach_map``:
-#   `torch/_higher_order_ops/foreach_map.py
+# * The source: `foreach_map
 #   <https://github.com/pytorch/pytorch/blob/main/torch/_higher_order_ops/foreach_map.py>`__
-#   and its polyfill ``foreach_map_fn`` in
-#   `torch/_dynamo/polyfills/__init__.py
+#   and Dynamo's polyfill ``foreach_map_fn``, `the loop it traces
 #   <https://github.com/pytorch/pytorch/blob/main/torch/_dynamo/polyfills/__init__.py>`__.
 
 # sphinx_gallery_thumbnail_number = 1

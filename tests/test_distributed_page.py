@@ -1,21 +1,26 @@
 """The distributed page's measuring and reading helpers, on the CPU, without torchrun and
 without a build: the functions are taken from the page's source, as a reader sees them.
 
-``measure`` must work without CUDA and count nested profiler ranges once; the table and
-the explanation lines must leave out the GPU columns on a CPU and, on GPUs, split a step
-into compute kernels, exposed communication and GPU idle time.
+``measure`` must work without CUDA, leave the garbage collector on, and sort kernels into
+NCCL and compute; ``run_variant`` must split exposed communication into transfer and
+waiting for the other rank from both ranks' NCCL kernels; ``read`` must leave out the
+GPU columns on a CPU, give each rank a verdict on GPUs, and ``attribute`` must call a gap
+slower only beyond the spread and then name the parts of the profile that grew.
 """
 
 import ast
+import gc
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.distributed as dist
 from torch.profiler import record_function
 
 PAGE = Path(__file__).parents[1] / "intermediate_source/distributed_compile_tutorial.py"
+CFG = dict(windows=5, steps=2, profiled=2)
 
 
 def page_namespace(**globals_):
@@ -29,31 +34,32 @@ def page_namespace(**globals_):
     return namespace
 
 
-def test_measure_on_cpu_counts_nested_ranges_once():
+def test_union_counts_overlaps_once():
+    union = page_namespace()["union"]
+    assert union([(0, 10), (5, 15), (20, 30), (22, 25)]) == 25
+    assert union([]) == 0
+
+
+def test_measure_on_cpu():
     def step():
         with record_function("FSDP::pre_forward (blocks.0)"):
-            with record_function("FSDP::all_gather (blocks.0)"):
-                time.sleep(0.02)
-        with record_function("Optimizer.step#SGD.step"):
             time.sleep(0.01)
 
-    out = page_namespace()["measure"](step, torch.device("cpu"), 2)
-    assert set(out) == {"step", "spread", "guards", "hooks", "opt", "profiled_s"}
+    out = page_namespace()["measure"](step, torch.device("cpu"), CFG)
+    assert gc.isenabled()
+    assert out["nccl"] == [] and out["compute"] == []
+    assert out["step"] >= 10 and out["wall"] >= 10 and out["spread"] >= 0
+    cpu_us, device_us = out["ops"]["FSDP::pre_forward (blocks.0)"]
+    assert cpu_us >= 2 * 10e3 * 0.9 and device_us == 0  # two profiled steps
     assert 0 < out["profiled_s"] < 30
-    assert out["guards"] == 0
-    # Nested FSDP:: ranges count once: about 20 ms per step, not 40.
-    assert 19 <= out["hooks"] < 35, out
-    assert 9 <= out["opt"] < 25, out
-    assert out["step"] >= 29
 
 
 class FakeProfile:
-    """Stands in for torch.profiler.profile: a CUDA profile with two compute kernels,
-    an NCCL kernel that overlaps the first, and an annotation spanning them; a CPU
-    profile with nested FSDP2 ranges, a guard check and an optimizer step (in us)."""
+    """Stands in for torch.profiler.profile: a compute kernel, an NCCL kernel, a GPU
+    annotation and a CPU-side launch, in us."""
 
     def __init__(self, activities):
-        (self.activity,) = activities
+        self.activities = activities
 
     def __enter__(self):
         return self
@@ -61,75 +67,146 @@ class FakeProfile:
     def __exit__(self, *exc):
         return False
 
+    def key_averages(self):
+        return [
+            SimpleNamespace(
+                key="aten::mm", self_cpu_time_total=5, self_device_time_total=9
+            )
+        ]
+
     def events(self):
         def event(name, start, end, device="CPU", annotation=False):
-            kind = SimpleNamespace(name=device)
-            span = SimpleNamespace(start=start, end=end)
             return SimpleNamespace(
                 name=name,
-                device_type=kind,
-                time_range=span,
+                device_type=SimpleNamespace(name=device),
+                time_range=SimpleNamespace(start=start, end=end),
                 is_user_annotation=annotation,
             )
 
-        if self.activity.name == "CUDA":
-            return [
-                event("sm90_gemm", 0, 100, "CUDA"),
-                event("ncclDevKernel_AllReduce_Sum_f32", 50, 150, "CUDA"),
-                event("triton_poi_fused_add", 200, 300, "CUDA"),
-                event("FSDP::pre_forward (blocks.0)", 0, 400, "CUDA", annotation=True),
-                event("cudaLaunchKernel", 0, 5),
-            ]
         return [
-            event("FSDP::pre_forward (blocks.0)", 0, 100),
-            event("FSDP::all_gather (blocks.0)", 20, 50),
-            event("TorchDynamo Cache Lookup", 110, 120),
-            event("Optimizer.step#SGD.step", 200, 250),
-            event("aten::mm", 0, 300),
+            event("sm90_gemm", 0, 100, "CUDA"),
+            event("ncclDevKernel_AllGather_RING_LL", 50, 150, "CUDA"),
+            event("FSDP::pre_forward (blocks.0)", 0, 400, "CUDA", annotation=True),
+            event("cudaLaunchKernel", 0, 5),
         ]
 
 
-def test_measure_splits_kernels_into_compute_and_exposed_communication(monkeypatch):
+def test_measure_sorts_kernels(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
     ns = page_namespace(profile=FakeProfile)
-    out = ns["measure"](lambda: None, torch.device("cuda", 0), 1)
-    skip = ("step", "spread", "profiled_s")
-    got = {k: round(v * 1e3) for k, v in out.items() if k not in skip}
-    # Busy: the union [0, 150] + [200, 300]; compute [0, 100] + [200, 300]; the NCCL
-    # kernel runs alone for 50 us; the annotation and the CPU-side launch do not count.
-    assert got == dict(busy=250, exposed=50, guards=10, hooks=100, opt=50)
+    out = ns["measure"](lambda: None, torch.device("cuda", 0), CFG)
+    assert out["nccl"] == [("ncclDevKernel_AllGather_RING_LL", 50, 150)]
+    assert out["compute"] == [("sm90_gemm", 0, 100)]
+    assert out["ops"] == {"aten::mm": (5, 9)}
+
+
+@pytest.fixture
+def one_process_group():
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_run_variant_splits_exposed_communication(one_process_group, monkeypatch):
+    """This rank's all-gather lasts 3 ms, the other rank's 1 ms: it waited 2 ms, all of
+    them exposed; the reduce-scatter lasts 1 ms on both, and runs alone: transfer."""
+    cfg = dict(width=16, heads=2, depth=2, vocab=32, seq=8, batch=2, world=2, check=1)
+    cfg.update(lr=1e-3, bucket_mb=1, dtype="float32", profiled=1)
+    kernels = dict(  # in us; NCCL out of name order, to be paired by name
+        nccl=[
+            ("ncclKernel_ReduceScatter", 5000, 6000),
+            ("ncclKernel_AllGather", 0, 3000),
+        ],
+        compute=[("gemm", 2000, 5000)],
+    )
+
+    def fake_measure(step, dev, cfg):
+        step()
+        return dict(step=10.0, spread=1.0, wall=10.0, ops={}, profiled_s=0.0, **kernels)
+
+    def fake_all_gather_object(every, mine):
+        every[:] = [mine, [1000, 1000]]  # the other rank: AllGather, ReduceScatter
+
+    monkeypatch.setattr(dist, "all_gather_object", fake_all_gather_object)
+    ns = page_namespace(measure=fake_measure, COMPILED_GRAPHS=[])
+    ref_grads = {"head.weight": torch.ones(cfg["vocab"], cfg["width"])}
+    out = ns["run_variant"]("DDP, eager", cfg, torch.device("cpu"), ref_grads)
+    got = {k: round(out[k], 6) for k in ("busy", "compute", "wait", "transfer", "idle")}
+    assert got == dict(busy=6.0, compute=3.0, wait=2.0, transfer=1.0, idle=4.0)
+    assert out["aligned"] and out["grad_worst"] == "head.weight"
+    assert out["dynamo"] == 0 and out["compiled"] == 0
 
 
 def rows(gpu, grad_err=1e-6):
-    cpu_times = dict(guards=0.0, hooks=0.0, opt=0.4, spread=0.1, dynamo=1, compiled=1)
-    cpu_times.update(grad_err=grad_err, grad_worst="w")
-    eager = dict(variant="eager", step=10.0, losses=[2.0], **cpu_times)
-    compiled = dict(eager, variant="compiled", step=12.0, guards=0.2)
-    if gpu:
-        eager.update(busy=9.0, exposed=1.0)
-        compiled.update(busy=9.5, exposed=3.0)  # compute 6.5 vs 8.0, exposed 3 vs 1
-    return [eager, compiled]
+    base = dict(losses=[2.0], grad_err=grad_err, grad_worst="w", dynamo=1, compiled=1)
+    base.update(aligned=True, mem=1.0, wall=10.0, spread=0.1)
+    ops = {"aten::mm": (100.0, 8000.0), "Optimizer.step": (50.0, 0.0)}
+    out = {}
+    for name, step, parts, ops_ in [
+        ("eager", 10.0, (9.5, 0.2, 0.0, 0.3), ops),
+        ("compiled", 12.0, (5.0, 0.0, 1.0, 4.0), {"aten::mm": (2100.0, 16000.0)}),
+        ("faster", 8.0, (5.0, 3.0, 0.0, 2.0), ops),
+    ]:
+        r = dict(base, variant=name, step=step, ops=ops_)
+        if gpu:
+            r.update(zip(("compute", "transfer", "wait", "idle"), parts))
+            r["busy"] = r["wall"] - r["idle"]
+        out[name] = [dict(r, rank=0), dict(r, rank=1)]
+    return out
 
 
 @pytest.mark.parametrize("gpu", [False, True], ids=["cpu", "gpu"])
-def test_table_and_lines(gpu, capsys):
+def test_read(gpu, capsys):
     ns = page_namespace(
         gpu=gpu,
         where="2 x GPU, NCCL" if gpu else "CPU, gloo",
-        cfg=dict(dtype="float32", steps=2),
+        cfg=dict(dtype="float32", steps=2, windows=5, world=2, profiled=2),
         ref_losses=[2.0],
         TOLERANCE={"float32": (1e-4, 1e-4)},
+        rows=rows(gpu),
+        flops=1e12,
+        peak=1e15,
     )
-    table = ns["check_and_tabulate"](rows(gpu))
-    ns["explain"](table, [(1, 0)])
-    out = " ".join(capsys.readouterr().out.split())  # the lines are wrapped
-    assert ("busy %" in out) == gpu and ("exposed comm" in out) == gpu
-    assert ("no GPU columns" in out) != gpu
-    assert "1.20x the step" in out and "guard checks 0.20 vs 0.00" in out
+    ns["read"](
+        ["eager", "compiled", "faster"], [("compiled", "eager"), ("faster", "eager")]
+    )
+    out = capsys.readouterr().out
+    assert ("MFU %" in out) == gpu and ("exposed transfer" in out) == gpu
+    lines = [s for s in out.splitlines() if s.startswith("rank ")]
+    assert len(lines) == 4
+    slower, faster = lines[0], lines[2]
+    assert "slower beyond the spread" in slower and "0.83x the speed" in slower
+    assert "faster beyond the spread" in faster
     if gpu:
-        assert "most of the difference: exposed communication (+2.0 ms)" in out
-        assert "79% busy, bound by the CPU" in out  # 9.5 of 12 ms
-    if gpu:
-        assert "Spread in rows bound by the CPU: 0.1 to 0.1 ms." in out
-    with pytest.raises(AssertionError, match="eager: w off by"):
-        ns["check_and_tabulate"](rows(gpu, grad_err=1.0))
+        row = ns["rows"]
+        assert [row[n][0]["bound"] for n in row] == ["compute", "CPU", "communication"]
+        assert row["eager"][0]["mfu"] == pytest.approx(
+            10.0
+        )  # 1e12 FLOP in 10 ms of 1e15
+        # 77 % busy: the CPU side grew, aten::mm by 1 ms per step, half of the 2 ms gap
+        assert (
+            "Self CPU time" in slower
+            and "aten::mm +1.000 ms: 50 % of the gap" in slower
+        )
+    else:
+        assert "aten::mm +1.000 ms" in slower
+
+
+def test_read_within_spread_and_failed_check(capsys):
+    table = rows(False)
+    for r in table["compiled"]:
+        r.update(step=10.05)
+    ns = page_namespace(
+        gpu=False,
+        where="CPU, gloo",
+        cfg=dict(dtype="float32", steps=2, windows=5, world=2, profiled=2),
+        ref_losses=[2.0],
+        TOLERANCE={"float32": (1e-4, 1e-4)},
+        rows=table,
+    )
+    ns["read"](["eager", "compiled"], [("compiled", "eager")])
+    lines = [s for s in capsys.readouterr().out.splitlines() if s.startswith("rank ")]
+    assert all("within the spread" in s and "grew" not in s for s in lines), lines
+    ns["rows"] = rows(False, grad_err=1.0)
+    with pytest.raises(AssertionError, match="eager: w off"):
+        ns["read"](["eager"], [])

@@ -1,0 +1,749 @@
+"""
+.. _export_aoti_tutorial:
+
+From torch.compile to a deployable artifact: torch.export and AOTInductor
+=========================================================================
+
+**Author:** torch.compile tutorials team
+
+.. grid:: 2
+
+    .. grid-item-card:: :octicon:`mortar-board;1em;` What you will learn
+       :class-card: card-prerequisites
+
+       * How ``torch.export`` captures a model as one graph with a dynamic batch size, and
+         how to read the ``ExportedProgram`` it returns
+       * Why export rejects a Python branch on a tensor's value, and how ``torch.cond``
+         fixes it
+       * How AOTInductor compiles the exported program into a ``.pt2`` package that a fresh
+         process runs without the model's Python code, and which C++ compiler it needs
+       * Where a fresh process spends its start, part by part, with ``torch.compile`` (empty
+         cache, cache artifacts) and with the package, and what a server can set to skip
+         work it does not need
+       * What a package is bound to: the exported ranges, the device, the PyTorch that
+         built it
+
+    .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
+       :class-card: card-prerequisites
+
+       * PyTorch 2.9 or later, with tabulate and matplotlib
+       * :ref:`compile_time`, which teaches Inductor's caches and portable cache artifacts
+       * A CUDA GPU of compute capability 7.5 or newer for the timings (current CUDA wheels
+         need it); runs on CPU with smaller sizes
+       * A C++ compiler that links libstdc++ dynamically (the system ``g++`` does; the page
+         checks) and the Python headers (``python3-dev`` or similar)
+"""
+
+# %%
+# Two ways to compile
+# -------------------
+#
+# ``torch.compile`` compiles *just in time*: in every new process, the first call traces
+# ``forward`` with Dynamo and compiles the graph it finds (or loads it from Inductor's
+# cache); every later call checks the *guards* that say whether the compiled code still
+# applies. The serving process needs the model's Python code and compiles at each start.
+#
+# ``torch.export`` and AOTInductor compile *ahead of time*. ``torch.export.export`` traces
+# ``forward`` once into an ``ExportedProgram``: one graph of ATen operations with the
+# weights beside it and no Python left in it. ``torch._inductor.aoti_compile_and_package``
+# hands that graph to Inductor, which generates the kernels and a C++ *wrapper* that calls
+# them in order, compiles both into a shared library and zips it with the weights into a
+# ``.pt2`` file. A server loads that file with ``torch._inductor.aoti_load_package`` in
+# Python (or ``AOTIModelPackageLoader`` in C++) and calls it: no tracing, no guards. In
+# exchange, export accepts less Python than ``torch.compile``, and the package serves only
+# the shapes, the device and the PyTorch it was built for.
+#
+# Setup
+# -----
+#
+# The model's code is kept in a string, as in :ref:`compile_time`, so that the fresh
+# processes started later can import it from a file (the package's processes do not).
+
+import contextlib
+import io
+import json
+import logging
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+# On a machine with CUDA's compiler but no GPU, PyTorch warns "No CUDA runtime is found"
+# when it looks for CUDA's headers; a CPU build of this page has no use for them.
+logging.getLogger("torch.utils.cpp_extension").addFilter(
+    lambda record: "No CUDA runtime" not in record.getMessage()
+)
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # the profiler's own notes, kept quiet
+
+import matplotlib.pyplot as plt
+import torch
+from tabulate import tabulate
+from torch import nn
+from torch._dynamo.utils import counters
+from torch.profiler import ProfilerActivity, profile
+from torch.utils import benchmark
+
+MODEL_CODE = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+class Block(nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x):  # x: (batch, sequence, width)
+        qkv = self.qkv(self.norm1(x)).unflatten(-1, (3, self.heads, -1))
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (batch, heads, seq, dim)
+        attn = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2)
+        x = x + self.out(attn)
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+def make_model(width, heads, layers, device):
+    torch.manual_seed(0)
+    blocks = [Block(width, heads) for _ in range(layers)]
+    return nn.Sequential(*blocks).to(device).eval()
+"""
+exec(MODEL_CODE, namespace := {})
+make_model = namespace["make_model"]
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+# The page keeps PyTorch's default float32 matmul precision.
+# Packaging calls a pytree API that recent releases deprecate: not this lesson's code.
+warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears|LeafSpec)")
+if device == "cuda":
+    device_name = torch.cuda.get_device_name()
+    WIDTH, HEADS, LAYERS, SEQ, BATCH, MAX_BATCH, STEPS = 768, 12, 2, 256, 16, 64, 50
+else:
+    device_name = f"CPU, threads: {torch.get_num_threads()}"
+    WIDTH, HEADS, LAYERS, SEQ, BATCH, MAX_BATCH, STEPS = 32, 4, 2, 16, 4, 64, 50
+    print(
+        "No CUDA GPU found: running on the CPU with a smaller model, no GPU busy share."
+    )
+print(f"torch {torch.__version__} on {device} ({device_name})")
+print(f"{LAYERS} blocks, width {WIDTH}, {HEADS} heads; input {BATCH} x {SEQ} x {WIDTH}")
+
+model = make_model(WIDTH, HEADS, LAYERS, device)
+x = torch.randn(BATCH, SEQ, WIDTH, device=device)
+work = tempfile.TemporaryDirectory(prefix="export_aoti_")  # packages, caches, scripts
+work_dir = Path(work.name)
+(work_dir / "model.py").write_text(MODEL_CODE)
+torch.save(x.cpu(), work_dir / "input.pt")  # every process runs the same input
+
+# %%
+# Helpers
+# -------
+#
+# ``step_and_busy`` times a call in steady state: six windows of ``STEPS`` back-to-back
+# calls each, timed by ``torch.utils.benchmark`` (which waits for the GPU at both ends of
+# a window, and runs with all of PyTorch's CPU threads); it returns their median and their
+# spread (the interquartile range). It then runs a few more calls under
+# ``torch.profiler``, recording CPU activity (and the GPU's), and on a GPU reports the
+# *busy share*: the union of the kernels' intervals over the wall time of that same
+# profiled loop. At 85 % or more the step is bound by the GPU; below, the GPU waits for
+# the CPU (Python, guards, launches).
+#
+# ``attribute`` reads a slower row against its reference: a gap inside either row's spread
+# is called so, with no cause named; a gap beyond it is taken apart from the two profiles,
+# naming the operators and ranges whose time per step grew most (kernel time when the step
+# is bound by the GPU, self CPU time otherwise) and how much of the gap they cover.
+
+
+def step_and_busy(fn, profiled=10):
+    """(median step ms, spread ms, busy % or None on a CPU), and the profile."""
+    threads = torch.get_num_threads()  # all of them, as Inductor's C++ kernels use
+    timer = benchmark.Timer("f()", globals={"f": fn}, num_threads=threads)
+    windows = [timer.timeit(STEPS).median * 1e3 for _ in range(6)]  # no profiler
+    quartiles = statistics.quantiles(windows, n=4)
+    step, spread = statistics.median(windows), quartiles[2] - quartiles[0]
+    activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
+    with profile(activities=activities) as prof:
+        started = time.perf_counter()
+        for _ in range(profiled):
+            fn()
+        getattr(torch, device).synchronize()  # torch.cuda or torch.cpu
+        wall_us = (time.perf_counter() - started) * 1e6
+    gpu_events = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    spans = [e.time_range for e in gpu_events if not e.is_user_annotation]
+    busy, reach = 0.0, float("-inf")  # the union of the kernels' intervals, in us
+    for span in sorted(spans, key=lambda span: span.start):
+        busy += max(0.0, span.end - max(span.start, reach))
+        reach = max(reach, span.end)
+    return (step, spread, 100 * busy / wall_us if spans else None), prof
+
+
+def attribute(name, ref, times, profs, steps):
+    """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
+    (t, spread, busy), (t0, spread0, _) = times[name], times[ref]
+    gap = t - t0
+    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
+    if gap <= max(spread, spread0):
+        print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
+        return
+    gpu = busy is not None and busy >= 85  # a GPU-bound step: what grew is kernel time
+    parts = {}
+    for sign, prof in ((1, profs[name]), (-1, profs[ref])):
+        for e in prof.key_averages():
+            kernel = e.device_type.name == "CUDA" and not e.is_user_annotation
+            us = e.self_device_time_total * kernel if gpu else e.self_cpu_time_total
+            parts[e.key] = parts.get(e.key, 0.0) + sign * us / 1e3 / steps
+    grew = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
+    grew = [(k, ms) for k, ms in grew if ms > 0]
+    covered = sum(ms for _, ms in grew)
+    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
+    print(
+        f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
+        f" step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
+        f"the rest, {gap - covered:+.3f} ms, is outside these parts"
+    )
+
+
+PATH = re.compile(r"(?<![\w.])/\S*/")  # a file path up to its file name
+
+
+# %%
+# Exporting with a dynamic batch
+# ------------------------------
+#
+# ``torch.export.export(model, args)`` runs ``forward`` once on the example inputs and
+# records every operation. By default each size of the example becomes a constant of the
+# graph; ``dynamic_shapes`` says which sizes may vary. Here dimension 0 of ``x`` is a
+# ``torch.export.Dim`` named ``batch``, from 2 to ``MAX_BATCH``. Why not from 1: Inductor,
+# like Dynamo, compiles a dynamic size for the values 2 and up and treats 0 and 1 as
+# special cases, so a package whose range starts at 1 still rejects a batch of 1 once it
+# checks its inputs (the last section shows that check).
+
+batch = torch.export.Dim("batch", min=2, max=MAX_BATCH)
+dims = ({0: batch},)  # one entry per positional input: its dynamic dimensions
+exported = torch.export.export(model, (x,), dynamic_shapes=dims)
+ops = Counter(str(n.target) for n in exported.graph.nodes if "aten." in str(n.target))
+signature = exported.graph_signature
+print(f"parameters lifted to graph inputs: {len(signature.parameters)}; ", end="")
+print(f"user inputs: {signature.user_inputs}; ranges: {exported.range_constraints}")
+print(f"{ops.total()} ATen calls; most frequent: {ops.most_common(3)}")
+with torch.no_grad():
+    torch.testing.assert_close(exported.module()(x), model(x))
+
+# %%
+# Export lifts every parameter (and buffer) of the model to an input of the graph, so the
+# graph is a pure function; the one *user* input is ``x`` (``nn.Sequential`` calls it
+# ``input``). Its first size is a symbol (``s77`` or similar), and the *range
+# constraints* bound it by the ``Dim``'s range. Every operation is an ATen operator, and
+# ``exported.module()`` turns the program back into a callable module, checked above
+# against the model. Had the model's code narrowed the range (a reshape that needs an
+# even batch, say), export would have raised an error saying so.
+#
+# When export fails: a branch on a tensor's value
+# ------------------------------------------------
+#
+# ``torch.compile`` meets unsupported Python with a graph break and runs that piece
+# eagerly. Export has no such fallback: the whole of ``forward`` must become one graph. The
+# failure users meet most is a Python ``if`` on a tensor's value. This wrapper scales an
+# input down when its largest entry exceeds a limit:
+
+
+class Rescaled(nn.Module):
+    def __init__(self, net, limit=3.0):
+        super().__init__()
+        self.net, self.limit = net, limit
+
+    def forward(self, x):
+        peak = x.abs().amax()
+        if peak > self.limit:  # a Python branch on a tensor's value
+            x = x * (self.limit / peak)
+        return self.net(x)
+
+
+printed = io.StringIO()
+# The shapes machinery's warning adds nothing to the error: the page turns it off.
+logging.getLogger("torch.fx.experimental.symbolic_shapes").setLevel(logging.ERROR)
+try:
+    with contextlib.redirect_stderr(printed):  # export prints its partial graph here
+        torch.export.export(Rescaled(model), (x,), dynamic_shapes=dims)
+    raise AssertionError("export accepted a data-dependent branch")
+except Exception as error:  # GuardOnDataDependentSymNode on PyTorch 2.9 to 2.14
+    print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
+    assert "data-dependent" in str(error), error
+graph = [ln.strip() for ln in printed.getvalue().splitlines() if ln.strip()]
+for line in [ln for ln in graph if "code:" in ln or "aten.item" in ln][-2:]:
+    print(f"  partial graph: {PATH.sub('', line)}")
+
+# %%
+# Read it from the bottom. Export traces with *fake* tensors, which have shapes but no
+# values. To run the ``if``, Python asked for the truth of ``peak > self.limit``; export
+# turned that into ``.item()`` of a boolean tensor, whose result it cannot know: a new
+# *unbacked* symbol ``u0``. The branch needs ``Eq(u0, 1)`` ("is the condition true?")
+# decided at trace time, which is what "could not guard on data-dependent expression"
+# means; the line above names the line of ``forward`` that asked.
+#
+# The fix keeps both branches in the graph. ``torch.cond(pred, true_fn, false_fn,
+# operands)`` records both functions as subgraphs and picks one at run time. The branches
+# take the same operands, return tensors of the same shapes and dtypes, and must not
+# return an input as it is (hence ``clone``). Where a branch-free expression exists it is
+# simpler still (here ``x * torch.clamp(self.limit / peak, max=1.0)``); ``torch.cond`` is
+# for branches that do different work.
+
+
+class RescaledCond(Rescaled):
+    def forward(self, x):
+        peak = x.abs().amax()
+        x = torch.cond(peak > self.limit, self.scale, self.keep, (x, peak))
+        return self.net(x)
+
+    def scale(self, t, peak):  # the branch taken when the condition holds
+        return t * (self.limit / peak)
+
+    def keep(self, t, peak):  # the other; a branch may not return an input as it is
+        return t.clone()
+
+
+fixed = torch.export.export(RescaledCond(model), (x,), dynamic_shapes=dims)
+conds = [n for n in fixed.graph.nodes if n.target is torch.ops.higher_order.cond]
+print(f"exported: {len(conds)} cond node, branches {conds[0].args[1:3]}")
+with torch.no_grad():
+    for t in [x, 0.01 * x]:  # x takes the first branch, 0.01 * x the other
+        torch.testing.assert_close(fixed.module()(t), Rescaled(model)(t))
+
+# %%
+# The exported program gives the same results as the Python ``if`` on both sides of the
+# limit; the rest of the page packages the plain model.
+#
+# The C++ compiler that builds the package
+# ----------------------------------------
+#
+# AOTInductor compiles its C++ wrapper (and, on a CPU, every kernel) into a shared library
+# with the compiler that ``torch._inductor.cpp_builder.get_cpp_compiler()`` returns: the
+# ``CXX`` environment variable, else ``g++``. That library runs inside a process that
+# already holds PyTorch and its C++ runtime, libstdc++. If the compiler links libstdc++
+# *statically* into shared libraries (some toolchains' ``g++`` wrappers do), the package
+# carries a second copy of libstdc++ whose locale data was never set up, and the wrapper's
+# first ``std::regex`` (it parses the device string, ``"cuda:0"``, when the model is
+# created) crashes the loading process with signal 11. The page checks this first: it
+# builds a tiny library that uses ``std::regex`` with the same compiler and reads, with
+# ``readelf``, whether the library names ``libstdc++.so`` among the libraries it needs
+# (its ``NEEDED`` entries) or defines libstdc++'s own ``std::locale`` symbols.
+
+PROBE = '#include <regex>\nextern "C" bool probe(const char* s) { return std::regex_match(s, std::regex("cuda:.*")); }'
+FIX = "set CXX to a compiler that links libstdc++ dynamically (e.g. CXX=/usr/bin/g++)"
+
+
+def check_cpp_compiler():
+    """Stop the page with one line if the compiler would build an unloadable package."""
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    cxx = get_cpp_compiler()
+    (work_dir / "probe.cpp").write_text(PROBE)
+    build = [*shlex.split(cxx), "-shared", "-fPIC", "probe.cpp", "-o", "probe.so"]
+    subprocess.run(build, cwd=work_dir, check=True, capture_output=True)
+    # readelf: the library's dynamic section (NEEDED entries) and its symbols
+    elf = subprocess.check_output(["readelf", "-dsW", work_dir / "probe.so"], text=True)
+    needed = re.findall(r"\(NEEDED\).*\[(.+)\]", elf)
+    # std::locale's symbols that the library defines (a section number, not UND)
+    own = len(re.findall(r" \d+ _ZNSt6locale", elf))
+    print(f"{Path(cxx).name}: a test library needs {needed}, defines {own} of locale")
+    if own and not any(name.startswith("libstdc++") for name in needed):
+        raise RuntimeError(
+            f"The C++ compiler {cxx!r} links libstdc++ statically, so its packages fail to load: {FIX}."
+        )
+
+
+check_cpp_compiler()
+
+# %%
+# Compiling the package with AOTInductor
+# --------------------------------------
+#
+# ``aoti_compile_and_package`` compiles the exported program and writes the package.
+# ``inductor_configs`` takes Inductor's options; ``aot_inductor.metadata`` stores strings
+# of your own in the package, here the PyTorch version that built it, which the package
+# does not otherwise record. (How long the build takes depends on what Inductor's cache
+# of this machine already holds, so the page does not report it.)
+
+package = work_dir / "encoder.pt2"
+torch._inductor.aoti_compile_and_package(
+    exported,
+    package_path=str(package),
+    inductor_configs={"aot_inductor.metadata": {"built_with": torch.__version__}},
+)
+kinds = Counter(Path(n).suffix or "other" for n in zipfile.ZipFile(package).namelist())
+print(f"{package.name}: {package.stat().st_size / 1e6:.1f} MB; files: {dict(kinds)}")
+
+# %%
+# The package is a zip archive: ``.cpp`` files are the generated wrapper and kernels (kept
+# for reading), ``.so`` the compiled library, ``.json`` its metadata; the files without a
+# suffix ("other") are the archive's own records and any weights stored beside the
+# library rather than in it. A GPU package also holds its compiled Triton kernels
+# (``.cubin``).
+#
+# Start to first result, in fresh processes
+# -----------------------------------------
+#
+# A server cares about the time from starting a process to its first answer. The page
+# writes a small script and runs it in new Python processes, each told where its Inductor
+# cache folder is (``TORCHINDUCTOR_CACHE_DIR``). The table's columns:
+#
+# 1. ``compile, fresh``: ``torch.compile`` on a *fresh machine*, an empty cache folder.
+#    After its first result it saves portable cache artifacts
+#    (``torch.compiler.save_cache_artifacts``).
+# 2. ``compile, artifacts``: a fresh machine that first loads those artifacts
+#    (``torch.compiler.load_cache_artifacts``); a cache folder kept from an earlier run
+#    holds the same entries without that step. On a GPU the artifacts hold the compiled
+#    kernels, so this process compiles in its own thread
+#    (``TORCHINDUCTOR_COMPILE_THREADS=1``, see :ref:`compile_time`).
+# 3. ``package, fresh``: ``aoti_load_package`` with an empty cache folder.
+# 4. ``package, server``: the package as a Python server would run it, with the cache
+#    folder that process 3 left and ``TORCHINDUCTOR_VEC_ISA_OK=1`` (both explained below
+#    the table). It also turns on the package's input checks, used in the last section.
+# 5. ``package, C++ loader``: the loader class that a C++ server uses,
+#    ``AOTIModelPackageLoader`` (from Python, ``torch._C._aoti.AOTIModelPackageLoader``,
+#    wrapped by ``AOTICompiledModel`` as ``aoti_load_package`` does).
+#
+# "Fresh machine" here means an empty cache folder. The operating system's file cache is
+# warm in every process (this page has imported torch already), so on a new machine
+# ``import torch`` also reads PyTorch's files from disk.
+#
+# The script stamps the time after each part of its start, so that every part has a name;
+# "Python start" runs from launching the process to the script's first line, and "exit"
+# from its last line to the end of the process. In the package's processes, the page calls
+# the device check of ``aoti_load_package`` (PyTorch 2.10 and later) on its own first, to
+# time it apart, and counts the processes it starts.
+
+SCRIPT = """
+import time
+marks = [("start", time.time())]
+mark = lambda name, at=None: marks.append((name, at or time.time()))
+import json, os, subprocess, sys
+import torch
+mark("import torch")
+torch.set_grad_enabled(False)  # inference only
+mode, device, tag, width, heads, layers, top = sys.argv[1:]
+x = torch.load("input.pt").to(device)
+mark("CUDA init, input" if device == "cuda" else "read input")
+spawned = {}  # for each process started: (a Python child?, seconds)
+class Timed(subprocess.Popen):  # times each process that the device check starts
+    def __init__(self, *args, **kwargs):
+        self.born = time.time()
+        super().__init__(*args, **kwargs)
+    def wait(self, timeout=None):
+        code = super().wait(timeout)  # the first wait to return sees the process end
+        spawned.setdefault(self, (self.args[0] == sys.executable, time.time() - self.born))
+        return code
+if mode in ("package", "cpp"):
+    import torch._inductor.package
+    mark("import Inductor's loader")
+    if mode == "package" and torch.__version__ >= "2.10":  # the loader's device check
+        from torch._inductor import codecache
+        subprocess.Popen = Timed
+        codecache.get_device_information(device)  # what aoti_load_package calls
+        subprocess.Popen = Timed.__base__
+        mark("device check (ISA probes)")
+    if mode == "package":
+        run = torch._inductor.aoti_load_package("encoder.pt2")
+    else:
+        loader = torch._C._aoti.AOTIModelPackageLoader("encoder.pt2", "model", False, 1, -1)
+        run = torch._inductor.package.package.AOTICompiledModel(loader)
+    mark("load library and weights")
+    meta = run.get_metadata()
+    assert meta["built_with"] == torch.__version__, meta  # the PyTorch that built it
+    if device == "cuda" and "AOTI_COMPUTE_CAPABILITY" in meta:  # and the GPU's model
+        assert meta["AOTI_COMPUTE_CAPABILITY"] == "%d%d" % torch.cuda.get_device_capability()
+else:
+    from model import make_model  # only the torch.compile processes need the code
+    model = make_model(int(width), int(heads), int(layers), device)
+    mark("model code, build")
+    if mode == "artifacts":
+        torch.compiler.load_cache_artifacts(open("artifacts.bin", "rb").read())
+        mark("load cache artifacts")
+    run = torch.compile(model)
+    torch._dynamo.mark_dynamic(x, 0)
+    mark("torch.compile() (imports Dynamo)")
+before = time.time()
+out = run(x).cpu()  # .cpu() waits for the device
+if mode in ("compile", "artifacts"):  # PyTorch's own timer of the compilation
+    timed = dict(zip(*torch._dynamo.utils.compile_times(repr="csv", aggregate=True)))
+    mark("Dynamo, AOTAutograd, Inductor", before + float(timed["_compile.compile_inner"]))
+mark("first run")
+torch.save(out, tag + ".pt")
+if mode == "compile":
+    open("artifacts.bin", "wb").write(torch.compiler.save_cache_artifacts()[0])
+raised = []
+for size in [1, int(top) + 1] * bool(os.environ.get("AOTI_RUNTIME_CHECK_INPUTS")):
+    try:  # one batch below the exported range, one above
+        run(torch.randn(size, *x.shape[1:], device=device))
+    except RuntimeError as error:
+        raised.append(type(error).__name__)
+fx = [torch._dynamo.utils.counters["inductor"][f"fxgraph_cache_{k}"] for k in ("hit", "miss")]
+notes = dict(fx=fx, raised=raised, spawned=list(spawned.values()))
+print("RESULT", json.dumps([marks, notes, time.time()]))
+"""
+(work_dir / "fresh.py").write_text(SCRIPT)
+
+
+def fresh_process(tag, mode, cache=None, **env):
+    """Run the script; its start's parts in seconds, from launch to first result, and notes."""
+    cache = cache or tempfile.mkdtemp(dir=work_dir)
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, **env)
+    env.update(TRITON_CACHE_DIR=os.path.join(cache, "triton"), TMPDIR=cache)
+    args = [mode, device, tag, WIDTH, HEADS, LAYERS, MAX_BATCH]
+    cmd, launched = [sys.executable, "fresh.py", *map(str, args)], time.time()
+    done = subprocess.run(cmd, cwd=work_dir, env=env, capture_output=True, text=True)
+    ended = time.time()
+    if done.returncode == -11:  # SIGSEGV: a crash, said in one line with its fix
+        raise RuntimeError(f"The {tag} process died of signal 11 (SIGSEGV): {FIX}.")
+    assert done.returncode == 0, PATH.sub("", done.stderr[-3000:])
+    marks, notes, last = json.loads(done.stdout.split("RESULT ")[-1])
+    parts = {"Python start": marks[0][1] - launched}
+    parts.update({name: at - marks[i][1] for i, (name, at) in enumerate(marks[1:])})
+    parts["start to result"] = marks[-1][1] - launched
+    parts["exit"] = ended - last
+    notes["printed"] = [ln for ln in done.stderr.splitlines() if ln.startswith("Error")]
+    return parts, notes
+
+
+kept = tempfile.mkdtemp(dir=work_dir)  # process 3's cache folder, kept for 4 and 5
+workers = {"TORCHINDUCTOR_COMPILE_THREADS": "1"} if device == "cuda" else {}
+server = {"TORCHINDUCTOR_VEC_ISA_OK": "1", "AOTI_RUNTIME_CHECK_INPUTS": "1"}
+runs = {
+    "compile, fresh": fresh_process("compile", "compile"),
+    "compile, artifacts": fresh_process("artifacts", "artifacts", **workers),
+    "package, fresh": fresh_process("package", "package", kept),
+    "package, server": fresh_process("server", "package", kept, **server),
+    "package, C++ loader": fresh_process("cpp", "cpp", kept),
+}
+(cold, cold_notes), (artifacts, loaded_notes), (fresh, _) = list(runs.values())[:3]
+assert cold_notes["fx"][0] == 0 and cold_notes["fx"][1] > 0, cold_notes  # all misses
+assert loaded_notes["fx"][0] > 0, loaded_notes  # the artifacts were found
+
+by_size = sorted(runs.values(), key=lambda run: -len(run[0]))  # most parts first
+order = list(dict.fromkeys(part for parts, _ in by_size for part in parts))
+order.sort(key=lambda part: part in ("first run", "start to result", "exit"))
+rows = [[part, *[parts.get(part) for parts, _ in runs.values()]] for part in order]
+print(f"{device_name}, torch {torch.__version__}, seconds, one process each")
+print(tabulate(rows, ["part of the start", *runs], "github", floatfmt=".2f"))
+for name, (_, notes) in runs.items():
+    cxx, py = ([s for child, s in notes["spawned"] if child == c] for c in (0, 1))
+    print(
+        f"{name}: FX cache hits/misses {notes['fx']}; the device check ran the compiler"
+        f" {len(cxx)} times ({sum(cxx):.2f} s), Python {len(py)} times ({sum(py):.2f} s)"
+    )
+
+# %%
+# Each column is one process, as listed above; each row a part of its start, in seconds,
+# in the order the script met them (an empty cell: that process has no such part).
+# "start to result" is their sum, and "exit" comes after the result. The lines under the
+# table count the FX graph cache's hits and misses (the first process found nothing, the
+# second the loaded entries, the package's never look) and the processes that the
+# package's device check started. Below: what the package skips (the artifacts process's
+# parts that no package process has) and what each package process spends in its loader
+# instead (its parts that the artifacts process has not); then each start as a bar.
+
+saved = sum(seconds for part, seconds in artifacts.items() if part not in fresh)
+print(f"What the package skips: the artifacts' model, Dynamo, compiling: {saved:.2f} s")
+for name in ["package, fresh", "package, server", "package, C++ loader"]:
+    parts = runs[name][0]
+    spent = sum(seconds for part, seconds in parts.items() if part not in artifacts)
+    print(f"{name}: loader {spent:.2f} s of {parts['start to result']:.2f} s to result")
+
+fig, ax = plt.subplots(figsize=(8, 3.6), layout="constrained")
+left = [0.0] * len(runs)
+for k, part in enumerate(p for p in order if p not in ("start to result", "exit")):
+    widths = [parts.get(part, 0.0) for parts, _ in runs.values()]
+    ax.barh(list(runs), widths, left=left, label=part, color=plt.cm.tab20(k))
+    left = [a + b for a, b in zip(left, widths)]
+ax.set(xlabel=f"seconds, launch to first result ({device_name})", ylim=(4.5, -0.5))
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, fontsize=7)
+plt.show()
+
+# %%
+# Reading the package's columns
+# ------------------------------
+#
+# "import Inductor's loader" imports the Python side of the loader, which imports parts
+# of Inductor and Dynamo. "device check (ISA probes)": from PyTorch 2.10,
+# ``aoti_load_package`` compares the package's metadata with this machine
+# (``get_device_information``): the platform, the GPU's compute capability, and the CPU's
+# vector instruction set (ISA), which ``torch._inductor.cpu_vec_isa.pick_vec_isa()`` finds
+# by *probing*. For each instruction set the CPU reports (AVX2, AVX-512 and its VNNI and
+# BF16 extensions, AMX), it compiles a small C++ library with that set's flags and loads
+# it in a child Python process, to be sure that the compiler and PyTorch both handle it;
+# the answer is kept for the rest of the process. A mismatch only logs a warning. PyTorch
+# 2.9 has no such check. In 2.10 to 2.12 each child imports torch; from 2.13 it does not
+# (on Linux). Up to 2.13 the cache folder keeps only the compiled libraries, so a kept
+# folder saves the compiler runs but not the children; from 2.14 it also keeps a mark
+# that each library loaded, and a second start on the same machine probes nothing. "load
+# library and weights" unpacks the archive, opens the shared library and creates the
+# model, which copies the weights to the device.
+#
+# What a server can set, and what each setting risks:
+#
+# * **A kept cache folder** (``TORCHINDUCTOR_CACHE_DIR`` on a disk that outlives the
+#   process): it holds the probes' libraries (and, from 2.14, their results). Safe: the
+#   entries are keyed by the compiler's version, the flags and the PyTorch version. A
+#   fresh machine or container starts without it, as processes 1 and 3 did.
+# * ``TORCHINDUCTOR_VEC_ISA_OK=1``: Inductor assumes that every instruction set the CPU
+#   reports builds and loads, and skips those base probes; the probes of the extensions
+#   (VNNI, BF16, AMX) still run. In a process that only loads packages, the answer feeds
+#   only the mismatch warning. In a process that also compiles for the CPU, a compiler
+#   too old for the CPU would then fail at the first compilation instead of falling back
+#   to a narrower instruction set.
+# * **The C++ loader**: a C++ server (``torch::inductor::AOTIModelPackageLoader``) never
+#   runs the Python device check. From Python that class is private; a server that uses
+#   it, as process 5 did, gives up the mismatch warning, so it checks what matters itself:
+#   the script asserts the PyTorch version and the GPU's compute capability it reads from
+#   the package's metadata.
+#
+# Steady state
+# ------------
+#
+# Once running, what does each path cost per call? The page loads the package into this
+# process and compiles the model here with ``torch.compile``, its batch marked dynamic as
+# in the fresh processes, after loading the cache artifacts that process 1 saved (this
+# compilation is not timed). Each is also called once with a batch of 2, the smallest in
+# the exported range, and the page asserts that Dynamo compiled nothing new while it
+# timed.
+
+torch.compiler.load_cache_artifacts((work_dir / "artifacts.bin").read_bytes())
+torch._dynamo.mark_dynamic(x, 0)
+compiled = torch.compile(model)
+loaded = torch._inductor.aoti_load_package(str(package))
+variants = {"eager": model, "torch.compile": compiled, "AOTInductor package": loaded}
+times, profs = {}, {}
+PROFILED = 10 if device == "cuda" else 5
+with torch.no_grad():
+    for name, fn in variants.items():
+        fn(x), fn(x[:2]), fn(x)  # warm-up: torch.compile compiles here, once
+        frames = counters["frames"]["total"]
+        times[name], profs[name] = step_and_busy(lambda f=fn: f(x), PROFILED)
+        assert counters["frames"]["total"] == frames, f"{name}: compiled while timed"
+headers = ["steady state", f"batch {BATCH} (ms)", "spread (ms)", "GPU busy (%)"]
+print(f"{device_name}, torch {torch.__version__}, medians of back-to-back calls")
+print(tabulate([[name, *t] for name, t in times.items()], headers, "github", ".3f"))
+for pair in [("torch.compile", "eager"), ("AOTInductor package", "torch.compile")]:
+    attribute(*sorted(pair, key=lambda n: -times[n][0]), times, profs, PROFILED)
+
+# %%
+# The spread is the interquartile range of the timing windows. Each line compares a row
+# with the one above it, slower first: it is slower only beyond both rows' spread, and
+# then the line names the parts of the profile that grew. Mechanisms to read them with:
+# compiled code fuses operations into fewer kernels; each call of ``torch.compile``-d
+# code passes through its guards and Python wrapper (``TorchDynamo Cache Lookup``,
+# ``Torch-Compiled Region``); the package runs the same kind of generated kernels from
+# its C++ wrapper, with no guards, after a Python entry point that flattens the inputs
+# and outputs.
+#
+# Same function
+# -------------
+#
+# Every path must compute what the model computes, up to the order of float32 operations.
+# The reference is a float64 copy of the model; each output, including those the fresh
+# processes wrote, must stay within a small multiple of eager's error plus a floor.
+
+with torch.no_grad():
+    reference = make_model(WIDTH, HEADS, LAYERS, device).double()(x.double()).cpu()
+    outputs = {name: fn(x) for name, fn in variants.items()}
+for tag, name in zip(["compile", "artifacts", "package", "server", "cpp"], runs):
+    outputs[f"fresh process: {name}"] = torch.load(work_dir / f"{tag}.pt")
+errors = {}
+for name, out in outputs.items():
+    errors[name] = ((out.double().cpu() - reference).norm() / reference.norm()).item()
+print(tabulate(errors.items(), ["output", "vs float64"], "github", floatfmt=".2e"))
+for name, err in errors.items():
+    assert err <= 3 * errors["eager"] + 1e-6, (name, err, errors["eager"])
+
+# %%
+# What a package is bound to
+# --------------------------
+#
+# **The exported ranges.** The batch may take any size from 2 to ``MAX_BATCH``; the
+# sequence length, the width and the dtype are fixed. Out of range, the compiled code is
+# not known to be right, and by default the package does not check its inputs. With
+# ``AOTI_RUNTIME_CHECK_INPUTS=1`` in the loading process's environment, the wrapper
+# checks each input's sizes, dtype and device before it runs anything. The server-settings
+# process set it, and after its first result called the package with a batch of 1 and
+# with a batch of ``MAX_BATCH + 1``. The exceptions it caught, and the reasons the wrapper
+# wrote to its standard error:
+
+bounds = runs["package, server"][1]
+print(f"exceptions raised: {bounds['raised']}", *bounds["printed"], sep="\n  ")
+assert len(bounds["raised"]) == 2, bounds
+
+# %%
+# Each line names the input (``input_handles[0]``), the dimension, the bound and the size
+# it got. The exception carries the same text in recent releases; in PyTorch 2.9 it only
+# says that the call into the model failed, so look for the reason in the server's log.
+#
+# **The device.** The metadata names the device the package was compiled for
+# (``AOTI_DEVICE_KEY``; from 2.10 also the CPU's instruction set and the GPU's compute
+# capability). GPU kernels are compiled for the GPU's architecture: a package built on one
+# GPU model may fail to load on another (`issue 153697
+# <https://github.com/pytorch/pytorch/issues/153697>`__), so build on the model you serve
+# on. A CPU package likewise uses the instruction set of the machine that built it.
+#
+# **The PyTorch that built it.** The generated code calls into PyTorch's C++ library. A
+# package built by one release has failed to load in the next (`issue 123745
+# <https://github.com/pytorch/pytorch/issues/123745>`__). Since PyTorch 2.6 AOTInductor
+# generates code against a stable C interface by default, meant to keep older packages
+# loading in later releases, with no firm promise (`issue 186143
+# <https://github.com/pytorch/pytorch/issues/186143>`__). The package does not record the
+# version: this page stored it as metadata, and each loading process checked it. Rebuild
+# the package when you upgrade PyTorch, and keep the exported program
+# (``torch.export.save``) to rebuild from.
+#
+# Which path to choose
+# --------------------
+#
+# ``torch.compile`` with cache artifacts keeps the flexibility of Python: graph breaks
+# run eagerly, a new shape recompiles instead of failing, and training works. The serving
+# process still needs the model's code, Dynamo and the matching compile cache, and traces
+# the model at each start. A package needs none of these and can be served from C++, at
+# the price of a model that exports as one graph, inputs within the exported ranges, and
+# one build per device and PyTorch version; its Python loader's device check costs what
+# the fresh-process table shows unless the server keeps its cache folder or skips it.
+# Which start is shorter and which call is faster on your model is what the two tables
+# measure: rerun them on your machine. (PyTorch 2.13 and later describe a third,
+# experimental path, `torch.compile(...).aot_compile()
+# <https://docs.pytorch.org/docs/main/user_guide/torch_compiler/torch.compiler_aot_compile.html>`__,
+# which saves a compiled function for later processes; this page, which runs on 2.9,
+# does not use it.)
+#
+# Conclusion
+# ----------
+#
+# ``torch.export`` captures a whole ``forward`` as one graph with declared dynamic sizes,
+# and refuses what it cannot capture, such as a Python branch on a tensor's value, which
+# ``torch.cond`` or a branch-free rewrite fixes. AOTInductor compiles the exported program
+# into a ``.pt2`` package, with a C++ compiler that must link libstdc++ dynamically. A
+# fresh process loads the package without the model's code and without compiling; its
+# start, taken apart above, also holds the Python loader's device check, whose
+# instruction-set probes a kept cache folder, ``TORCHINDUCTOR_VEC_ISA_OK=1`` or the C++
+# loader cut. The package serves only the exported ranges, the device and the PyTorch that
+# built it: turn on its input checks, record the version, and rebuild when either changes.
+#
+# Further reading
+# ---------------
+#
+# * :ref:`compile_time`: Inductor's caches and portable cache artifacts
+# * `torch.export <https://docs.pytorch.org/docs/stable/export.html>`__
+# * `AOTInductor: ahead-of-time compilation for torch.export-ed models
+#   <https://docs.pytorch.org/docs/stable/torch.compiler_aot_inductor.html>`__
+# * `Control flow: torch.cond
+#   <https://docs.pytorch.org/docs/stable/cond.html>`__
+# * `Draft export, for debugging data-dependent errors
+#   <https://docs.pytorch.org/docs/stable/draft_export.html>`__
+
+del variants, loaded  # a loaded package keeps its unpacked files until released
+work.cleanup()  # the package, the scripts, the caches and the outputs
+
+# sphinx_gallery_thumbnail_number = 1

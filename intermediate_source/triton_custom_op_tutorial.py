@@ -1,0 +1,658 @@
+"""
+.. _triton_custom_op_tutorial:
+
+Your own Triton kernel under torch.compile: a custom operator, measured against Inductor
+========================================================================================
+
+**Author:** torch.compile tutorials team
+
+.. grid:: 2
+
+    .. grid-item-card:: :octicon:`mortar-board;1em;` What you will learn
+       :class-card: card-prerequisites
+
+       * How to write a fused residual add + RMSNorm, forward and backward, as Triton
+         kernels, and check them against PyTorch in float64
+       * Two ways to make them an operator that ``torch.compile`` can take whole:
+         ``torch.library.triton_op`` with ``wrap_triton`` (Inductor sees the kernel) and
+         ``torch.library.custom_op`` (a black box), each with a fake implementation for
+         dynamic shapes, an autograd formula, and ``torch.library.opcheck``
+       * How to measure a hand kernel against the kernel Inductor generates from the same
+         PyTorch code: percent of the copy roofline, GPU busy share, and what grew in
+         the slower row
+       * How to debug a Triton kernel on a CPU with Triton's interpreter
+
+    .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
+       :class-card: card-prerequisites
+
+       * PyTorch 2.9 or later, and Triton (PyTorch's Linux wheels bring it)
+       * Familiarity with ``torch.compile``, autograd and the idea of a GPU kernel
+       * A CUDA GPU of compute capability 7.5 or newer for the timings (current CUDA wheels
+         need it); runs on CPU with smaller sizes, with the kernels in Triton's interpreter
+       * On CPU, Inductor needs a C++ compiler and the Python headers
+"""
+
+# %%
+# Overview
+# --------
+#
+# In a pre-norm transformer every block ends with a residual add, and the next block
+# starts by normalizing the sum: ``h = x + residual``, then
+# ``y = h / sqrt(mean(h**2) + eps) * weight`` (RMSNorm). Both are memory-bound: almost no
+# arithmetic per byte, so their speed is the speed at which they read and write memory.
+# Eager PyTorch runs each operation as its own kernel, with a round trip to memory for
+# every intermediate. One fused kernel reads ``x`` and ``residual`` once and writes ``y``
+# and ``h`` once; its backward reads the two incoming gradients and ``h`` once and writes
+# one gradient (the same for ``x`` and ``residual``). Inductor fuses the same code by
+# itself, so the question this page measures is whether a hand kernel beats Inductor's,
+# and what wrapping it as an operator costs.
+#
+# Dynamo can trace a plain call of a Triton kernel inside a compiled function, but such a
+# call has no gradient, and outside Dynamo (eager code, ``torch.export``, tensor
+# subclasses, the dispatcher) it is just Python that takes raw pointers. An *operator*
+# has a name, a schema, a rule for its output shapes and an autograd formula, and
+# ``torch.library`` builds one around the kernel in two ways:
+#
+# * ``triton_op`` with ``wrap_triton``: the operator's body is traced, so Inductor sees the
+#   Triton kernel, launches it from its own generated code and knows which buffers it
+#   reads and writes. It cannot fuse other work into your kernel.
+# * ``custom_op``: the operator is opaque. Inductor calls it through the dispatcher, as it
+#   would an ATen kernel it does not generate; any code can hide behind it.
+#
+# Setup
+# -----
+#
+# On a CPU the page runs the Triton kernels in Triton's **interpreter**, which executes a
+# kernel's program instances one after another in NumPy: slow, but it runs anywhere and
+# catches indexing and formula mistakes. ``@triton.jit`` reads ``TRITON_INTERPRET`` when it
+# decorates a function, and Triton's own ``tl.sum`` and friends are decorated when Triton
+# is first imported (PyTorch's compiler modules import it), so the page sets it right
+# after importing ``torch``, and only on a CPU: on a GPU the same kernels are compiled for
+# it. In a process that imported Triton earlier (a site build that ran other pages first)
+# the interpreter cannot be turned on any more, and the page says that it skipped the check.
+
+import functools
+import os
+import re
+import statistics
+import sys
+import time
+import warnings
+
+# torch.profiler's tracing library (Kineto) logs each start and stop; level 6 keeps it quiet.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+import torch
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+interpret = device == "cpu" and "triton" not in sys.modules
+if interpret:  # before Triton's first import: its own helpers are @triton.jit too
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import matplotlib.pyplot as plt
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils.benchmark as benchmark
+import triton
+import triton.language as tl
+from tabulate import tabulate
+from torch import Tensor
+from torch._dynamo.utils import counters
+from torch._inductor.utils import run_and_get_code
+from torch.library import triton_op, wrap_triton
+from torch.profiler import ProfilerActivity, profile
+
+EPS = 1e-6
+if device == "cuda":
+    device_name = torch.cuda.get_device_name()
+    warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
+    shapes = [(256, 2048), (16384, 4096)]  # (rows, width) for the operator alone
+    tokens, width, depth = 32768, 512, 2  # the model
+else:
+    device_name = f"CPU, {torch.get_num_threads()} threads"
+    shapes = [(64, 256), (1024, 512)]
+    tokens, width, depth = 256, 128, 2
+print(f"torch {torch.__version__}, triton {triton.__version__} on {device_name}")
+print(f"operator (rows, width): {shapes}; model: {tokens}x{width}, {depth} blocks")
+
+# %%
+# Measurement helpers
+# -------------------
+#
+# ``measure`` times six windows of ``steps`` back-to-back calls with
+# ``torch.utils.benchmark`` (with every CPU thread; on a GPU it synchronizes at both ends
+# of a window), drops the first as warm-up, and returns the median time per step and the
+# spread (interquartile range of the windows). On a GPU it also returns the **busy
+# share**: one more window runs under ``torch.profiler``, and the union of the intervals
+# in which a kernel ran is divided by that same profiled window's wall time, so it cannot
+# exceed 100 %. At 85 % or more a step is bound by the GPU; below, the GPU waited for the
+# CPU (Python, the dispatcher, launches). The profile also records the CPU side, which
+# ``attribute`` uses. Caches stay warm between calls, as in training
+# (``triton.testing.do_bench`` would flush the L2 cache); at the large shape the working
+# set is far bigger than the L2 cache.
+
+
+def measure(step, steps):
+    """Median ms per step, spread (IQR) in ms, busy % (None on a CPU), and the profile."""
+    graphs, gpu = counters["stats"]["unique_graphs"], device == "cuda"
+    timer = benchmark.Timer(
+        "step()", globals={"step": step}, num_threads=torch.get_num_threads()
+    )
+    windows = [timer.timeit(steps).mean * 1e3 for _ in range(6)][1:]  # 1st: warm-up
+    q1, t, q3 = statistics.quantiles(windows, n=4)  # the quartiles: q1, median, q3
+    with profile(
+        activities=[ProfilerActivity.CPU, *[ProfilerActivity.CUDA] * gpu]
+    ) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        if gpu:
+            torch.cuda.synchronize()
+        wall_us = (time.perf_counter() - start) * 1e6
+    busy = None
+    if gpu:
+        gpu_events = [e for e in prof.events() if e.device_type.name == "CUDA"]
+        kernels = [e.time_range for e in gpu_events if not e.is_user_annotation]
+        busy_us, reach = 0.0, float("-inf")  # the union: overlapping kernels count once
+        for span in sorted(kernels, key=lambda r: r.start):
+            busy_us += max(0.0, span.end - max(span.start, reach))
+            reach = max(reach, span.end)
+        busy = 100 * busy_us / wall_us
+    assert counters["stats"]["unique_graphs"] == graphs, "compiled while timing"
+    return (t, q3 - q1, busy), prof
+
+
+def fwd_bwd(fn, args, inputs, grads):
+    """One forward and backward step: the gradients are returned, not accumulated."""
+    return torch.autograd.grad(fn(*args), inputs, grads)
+
+
+# %%
+# ``attribute`` is the page's one reading of a comparison, the same on every page of this
+# site. It takes two rows, and the slower one is slower only when the gap exceeds both
+# rows' spread; then it diffs the two profiles, operator by operator (kernel time when
+# the slower step keeps the GPU busy, self CPU time otherwise), and names the parts that
+# grew most, in ms per step, with the share of the gap they cover.
+
+
+def attribute(a, b, times, profs, steps):
+    """Print which of rows a and b is slower, beyond both spreads, and what grew."""
+    name, ref = (a, b) if times[a][0] >= times[b][0] else (b, a)
+    (t, spread, busy), (t0, spread0, _) = times[name], times[ref]
+    gap = t - t0
+    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms, {t / t0:.2f}x)"
+    if gap <= max(spread, spread0):
+        print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
+        return
+    gpu = busy is not None and busy >= 85  # a GPU-bound step: what grew is kernel time
+    parts = {}
+    for sign, prof in ((1, profs[name]), (-1, profs[ref])):
+        for e in prof.key_averages():
+            kernel = e.device_type.name == "CUDA" and not e.is_user_annotation
+            us = e.self_device_time_total * kernel if gpu else e.self_cpu_time_total
+            key = re.sub(r"CompiledFxGraph \w+", "CompiledFxGraph", e.key)  # no hash
+            parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
+    grew = [
+        (k, ms) for k, ms in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if ms > 0
+    ]
+    covered = sum(ms for _, ms in grew)
+    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
+    print(
+        f"{head}: {name} is slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'}"
+        f" time per step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
+        f"the rest, {gap - covered:+.3f} ms, is outside these parts"
+    )
+
+
+# %%
+# The reference in PyTorch
+# ------------------------
+#
+# ``add_rmsnorm_ref`` is the operation as a reader would write it; autograd derives its
+# backward. ``add_rmsnorm_ref_bwd`` writes that backward out by hand, with
+# ``r = 1 / sqrt(mean(h**2) + eps)`` and ``g = dy * weight``:
+# ``dh = r * g - r**3 * h * mean(g * h) + dh_out`` (``dh_out`` is the gradient that
+# reaches ``h`` from the rest of the model), and the weight's gradient sums
+# ``dy * h * r`` over the rows. It is the formula the Triton backward implements, and the
+# CPU implementation of the operator below.
+
+
+def add_rmsnorm_ref(x: Tensor, res: Tensor, w: Tensor, eps: float):
+    h = x + res
+    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * w, h
+
+
+def add_rmsnorm_ref_bwd(dy: Tensor, dh: Tensor, h: Tensor, w: Tensor, eps: float):
+    r = torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    g = dy * w
+    dx = r * g - r.pow(3) * h * (g * h).mean(-1, keepdim=True) + dh
+    return dx, (dy * h * r).sum(0)
+
+
+# %%
+# The Triton kernels
+# ------------------
+#
+# The forward runs one program per row: it loads the row of ``x`` and of ``residual``
+# (``BLOCK``, the width rounded up to a power of two, with a mask for the tail), adds them
+# in float32, reduces the sum of squares, and stores ``h`` and ``y``. The backward gives
+# each program ``ROWS`` rows: for each it recomputes ``r`` from ``h`` (cheaper than
+# storing it: ``h`` is loaded anyway), stores the input gradient, and accumulates
+# ``dy * h * r`` for the weight in registers. Each program writes one row of partial
+# weight gradients, which a ``sum`` over the programs finishes; one program per row would
+# need a cross-program reduction for the weight instead.
+
+
+@triton.jit
+def add_rmsnorm_fwd_kernel(
+    x_ptr, res_ptr, w_ptr, y_ptr, h_ptr, N, eps, BLOCK: tl.constexpr
+):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(x_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
+    res = tl.load(res_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
+    h = x + res
+    r = 1.0 / tl.sqrt(tl.sum(h * h, axis=0) / N + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(h_ptr + row * N + cols, h.to(h_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + row * N + cols, (h * r * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def add_rmsnorm_bwd_kernel(
+    dy_ptr, dh_ptr, h_ptr, w_ptr, dx_ptr, dw_ptr, M, N, eps,
+    ROWS: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    w = tl.load(w_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
+    dw = tl.zeros((BLOCK,), dtype=tl.float32)
+    for i in range(ROWS):
+        row = pid * ROWS + i
+        mask = (cols < N) & (row < M)
+        h = tl.load(h_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
+        dh = tl.load(dh_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
+        r = 1.0 / tl.sqrt(tl.sum(h * h, axis=0) / N + eps)
+        g = dy * w
+        dx = r * g - r * r * r * h * (tl.sum(g * h, axis=0) / N) + dh
+        tl.store(dx_ptr + row * N + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        dw += dy * h * r
+    tl.store(dw_ptr + pid * N + cols, dw, mask=cols < N)
+
+
+ROWS = 16  # rows per backward program
+
+
+# %%
+# Calling the kernels eagerly
+# ---------------------------
+#
+# A Triton kernel is launched with a grid, ``kernel[grid](args)``; tensors arrive as
+# pointers to their first element, so the launchers make the inputs contiguous. These two
+# plain functions are the whole eager story, and they are what the opaque operator will
+# wrap. On a CPU they run in the interpreter.
+
+
+def triton_fwd(x: Tensor, res: Tensor, w: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    x, res = x.contiguous(), res.contiguous()
+    y, h = torch.empty_like(x), torch.empty_like(x)
+    M, N = x.shape
+    add_rmsnorm_fwd_kernel[(M,)](
+        x, res, w, y, h, N, eps, BLOCK=triton.next_power_of_2(N)
+    )
+    return y, h
+
+
+def triton_bwd(
+    dy: Tensor, dh: Tensor, h: Tensor, w: Tensor, eps: float
+) -> tuple[Tensor, Tensor]:
+    dy, dh = dy.contiguous(), dh.contiguous()
+    (M, N), programs = h.shape, triton.cdiv(h.shape[0], ROWS)
+    dx, dw = torch.empty_like(h), h.new_empty(programs, N, dtype=torch.float32)
+    add_rmsnorm_bwd_kernel[(programs,)](
+        dy, dh, h, w, dx, dw, M, N, eps, ROWS=ROWS, BLOCK=triton.next_power_of_2(N)
+    )
+    return dx, dw.sum(0).to(w.dtype)
+
+
+# %%
+# The check: the kernels' outputs and gradients against PyTorch's autograd in float64,
+# at a width that is not a power of two and a row count that is not a multiple of
+# ``ROWS``, so both masks are exercised. In the interpreter a small size keeps it quick.
+
+if device == "cuda" or interpret:
+    M, N = (300, 1000) if device == "cuda" else (37, 40)
+    x, res, dy, dh = (torch.randn(M, N, device=device) for _ in range(4))
+    w = torch.randn(N, device=device)
+    x64, res64, w64 = (t.double().requires_grad_() for t in (x, res, w))
+    y64, h64 = add_rmsnorm_ref(x64, res64, w64, EPS)
+    g64 = torch.autograd.grad((y64, h64), (x64, res64, w64), (dy.double(), dh.double()))
+    y, h = triton_fwd(x, res, w, EPS)
+    dx, dw = triton_bwd(dy, dh, h, w, EPS)
+    got, want = [y, h, dx, dx, dw], [y64, h64, *g64]
+    torch.testing.assert_close([t.double() for t in got], want, rtol=1e-4, atol=1e-4)
+    err = [f"{(g.double() - r).abs().max():.2e}" for g, r in zip(got, want)]
+    print(f"Triton kernels, {M}x{N}, max error against float64 (autograd):")
+    print(tabulate([err], ["y", "h", "dx", "dres", "dw"], "github"))
+else:
+    print("Kernel check skipped: Triton was imported before this page could turn its")
+    print("interpreter on (as in a build that ran other pages first); run it afresh")
+
+# %%
+# Registering the operator, two ways
+# ----------------------------------
+#
+# **triton_op.** The body may call only PyTorch operators and kernels wrapped in
+# ``wrap_triton``. ``triton_op`` uses the body itself as the fake implementation (run on
+# fake tensors, it only allocates outputs), and under ``torch.compile`` AOTAutograd traces
+# the body, so Inductor receives the kernel launch as a node it understands. Called
+# eagerly, the wrapper steps aside and the kernel is launched directly. Triton kernels run
+# only on a GPU, so on a CPU the body is the PyTorch reference (the branch is on the
+# device, which is fixed while tracing): there Inductor compiles the reference itself.
+#
+# **custom_op.** The body is the plain launcher, the implementation for every device
+# (``device_types`` would limit it to some); ``register_kernel("cpu")`` replaces it on
+# the CPU with the PyTorch code, and ``register_fake`` gives the output shapes, computed
+# from the inputs' shapes, so a batch size that ``torch.compile`` treats as symbolic
+# flows through. Each registration also needs a backward operator of the same kind.
+
+
+@triton_op("kern::add_rmsnorm", mutates_args=())
+def add_rmsnorm(x: Tensor, res: Tensor, w: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    if x.device.type == "cpu":
+        return add_rmsnorm_ref(x, res, w, eps)
+    x, res = x.contiguous(), res.contiguous()
+    y, h = torch.empty_like(x), torch.empty_like(x)
+    M, N = x.shape
+    wrap_triton(add_rmsnorm_fwd_kernel)[(M,)](
+        x, res, w, y, h, N, eps, BLOCK=triton.next_power_of_2(N)
+    )
+    return y, h
+
+
+@triton_op("kern::add_rmsnorm_bwd", mutates_args=())
+def add_rmsnorm_bwd(
+    dy: Tensor, dh: Tensor, h: Tensor, w: Tensor, eps: float
+) -> tuple[Tensor, Tensor]:
+    if h.device.type == "cpu":
+        return add_rmsnorm_ref_bwd(dy, dh, h, w, eps)
+    dy, dh = dy.contiguous(), dh.contiguous()
+    (M, N), programs = h.shape, triton.cdiv(h.shape[0], ROWS)
+    dx, dw = torch.empty_like(h), h.new_empty(programs, N, dtype=torch.float32)
+    wrap_triton(add_rmsnorm_bwd_kernel)[(programs,)](
+        dy, dh, h, w, dx, dw, M, N, eps, ROWS=ROWS, BLOCK=triton.next_power_of_2(N)
+    )
+    return dx, dw.sum(0).to(w.dtype)
+
+
+lib = torch.library
+opaque = lib.custom_op("kern::add_rmsnorm_opaque", triton_fwd, mutates_args=())
+opaque_bwd = lib.custom_op("kern::add_rmsnorm_opaque_bwd", triton_bwd, mutates_args=())
+opaque.register_kernel("cpu")(add_rmsnorm_ref)
+opaque_bwd.register_kernel("cpu")(add_rmsnorm_ref_bwd)
+opaque.register_fake(lambda x, res, w, eps: (torch.empty_like(x), torch.empty_like(x)))
+opaque_bwd.register_fake(
+    lambda dy, dh, h, w, eps: (torch.empty_like(h), torch.empty_like(w))
+)
+
+# %%
+# The autograd formula is shared: ``setup_context`` saves ``h`` (an output) and the
+# weight, and ``backward`` calls the backward operator of the same registration, once for
+# both ``x`` and ``residual`` (their gradients are equal) and once for the weight. ``eps``
+# gets no gradient.
+
+
+def setup_context(ctx, inputs, output):
+    ctx.save_for_backward(output[1], inputs[2])
+    ctx.eps = inputs[3]
+
+
+def backward(bwd_op, ctx, dy, dh):
+    h, w = ctx.saved_tensors
+    dx, dw = bwd_op(dy, dh, h, w, ctx.eps)
+    return dx, dx, dw, None
+
+
+for op, bwd_op in ((add_rmsnorm, add_rmsnorm_bwd), (opaque, opaque_bwd)):
+    op.register_autograd(
+        functools.partial(backward, bwd_op), setup_context=setup_context
+    )
+
+# %%
+# ``torch.library.opcheck`` tests a registration the way PyTorch's subsystems will use it:
+# the schema against what the body does (no aliasing, no hidden mutation), the autograd
+# registration, the fake implementation against the real one, and AOTAutograd tracing with
+# dynamic shapes, forward and backward. It raises on the first failure.
+
+x, res = (torch.randn(64, width, device=device, requires_grad=True) for _ in range(2))
+w = torch.rand(width, device=device, requires_grad=True)
+registrations = {"kern::add_rmsnorm": add_rmsnorm, "kern::add_rmsnorm_opaque": opaque}
+for qualname, op in registrations.items():
+    results = torch.library.opcheck(op, (x, res, w, EPS))
+    assert set(results.values()) == {"SUCCESS"}, results
+    print(f"opcheck {qualname}: {', '.join(f'{k} {v}' for k, v in results.items())}")
+
+# %%
+# What Inductor receives
+# ----------------------
+#
+# ``run_and_get_code`` compiles a function and returns the code Inductor generated (it
+# resets Dynamo first, so it runs here, before anything else is compiled). Through
+# ``triton_op`` the generated code launches ``add_rmsnorm_fwd_kernel`` itself on a GPU (on
+# a CPU it fuses the reference into its own loops); through ``custom_op`` it calls the
+# operator, whose body Inductor never sees.
+
+with torch.no_grad():
+    for qualname, op in registrations.items():
+        _, code = run_and_get_code(
+            torch.compile(functools.partial(op, eps=EPS)), x, res, w
+        )
+        code = "\n".join(code)
+        black_box = f"torch.ops.{qualname.replace('::', '.')}." in code
+        print(
+            f"{qualname}: generated code calls the operator as a black box: {black_box}; "
+            f"contains add_rmsnorm_fwd_kernel: {'add_rmsnorm_fwd_kernel' in code}"
+        )
+        assert black_box == (op is opaque)
+
+# %%
+# A model compiled around the operator
+# ------------------------------------
+#
+# Each block: add the previous block's output to the residual stream and normalize, then
+# ``Linear`` and GELU. The operator is an argument, so the same weights run with the
+# PyTorch reference, the ``triton_op`` and the ``custom_op`` (the seed is fixed in the
+# constructor for that). ``fullgraph=True`` turns any graph break into an error, and the
+# page also checks Dynamo's counters: one graph, no break. The batch is marked dynamic
+# and a second, smaller batch must run the same graph: that is the fake implementations
+# at work, with a symbolic row count.
+
+
+class Net(nn.Module):
+    def __init__(self, op):
+        super().__init__()
+        torch.manual_seed(0)
+        self.op = op
+        self.norms = nn.ParameterList(
+            nn.Parameter(1 + 0.1 * torch.randn(width)) for _ in range(depth)
+        )
+        self.linears = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+
+    def forward(self, x):
+        out, h = x, torch.zeros_like(x)  # the residual stream starts at zero
+        for w, linear in zip(self.norms, self.linears):
+            y, h = self.op(out, h, w, EPS)
+            out = F.gelu(linear(y))
+        return out + h
+
+
+torch.manual_seed(1)
+inp = torch.randn(tokens, width, device=device)
+ref64 = Net(add_rmsnorm_ref).to(device).double()
+ref64(inp.double()).sum().backward()
+variants = {
+    "eager, PyTorch op": Net(add_rmsnorm_ref),
+    "compiled, PyTorch op": Net(add_rmsnorm_ref),
+    "compiled, triton_op": Net(add_rmsnorm),
+    "compiled, custom_op": Net(opaque),
+}
+models, rows = {}, []
+for name, net in variants.items():
+    model = net.to(device)
+    if name.startswith("compiled"):
+        model = torch.compile(net, fullgraph=True)
+        graphs = counters["stats"]["unique_graphs"]
+        breaks = sum(counters["graph_break"].values())
+        for batch in (tokens, tokens // 2):
+            small = inp[:batch].clone()
+            torch._dynamo.mark_dynamic(small, 0)
+            model(small).sum().backward()
+        assert counters["stats"]["unique_graphs"] == graphs + 1, "not one graph"
+        assert sum(counters["graph_break"].values()) == breaks, "graph break"
+        net.zero_grad()
+    out = model(inp)
+    out.sum().backward()
+    got = [out, *(p.grad for p in net.parameters())]
+    want = [ref64(inp.double()), *(p.grad for p in ref64.parameters())]
+    err = max(
+        ((g.double() - r).abs().max() / r.abs().max()).item() for g, r in zip(got, want)
+    )
+    rows.append([name, err])
+    models[name] = model
+    assert err <= 4 * rows[0][1] + 1e-5, f"{name}: differs from float64"  # row 0: eager
+print("Largest error against float64 (output and every gradient), relative to its max")
+print(tabulate(rows, ["model", "error"], "github", ".2e"))
+
+# %%
+# Measuring the operator alone
+# ----------------------------
+#
+# Four rows per shape, each a forward and a backward of the operator
+# (``torch.autograd.grad``, so no ``.grad`` accumulates between steps): eager PyTorch,
+# the same PyTorch code under ``torch.compile`` (Inductor's generated kernels), and the
+# hand-written operator called eagerly through each registration. On a CPU the
+# operator's CPU implementation runs instead of the kernels.
+#
+# The roofline: forward and backward together must read ``x``, ``residual``, ``dy``,
+# ``dh_out`` and ``h`` and write ``y``, ``h`` and the input gradient, eight passes over a
+# rows x width float32 tensor; the roofline time is those bytes at the bandwidth of a
+# plain large copy, measured here with the same helper.
+
+src = torch.rand(2**28 if device == "cuda" else 2**24, device=device)
+dst = torch.empty_like(src)
+(copy_ms, _, _), _ = measure(functools.partial(dst.copy_, src), steps=20)
+bytes_per_ms = 2 * src.nbytes / copy_ms
+print(f"copy bandwidth: {bytes_per_ms / 1e6:.0f} GB/s")
+del src, dst
+
+compiled_ref = torch.compile(add_rmsnorm_ref, dynamic=False)
+op_rows = {
+    "PyTorch, eager": add_rmsnorm_ref,
+    "PyTorch, compiled": compiled_ref,
+    "triton_op, eager": add_rmsnorm,
+    "custom_op, eager": opaque,
+}
+table = []
+for M, N in shapes:
+    x, res, dy, dh = (torch.randn(M, N, device=device) for _ in range(4))
+    w = torch.rand(N, device=device)
+    x.requires_grad_(), res.requires_grad_(), w.requires_grad_()
+    roofline_ms = 8 * x.nbytes / bytes_per_ms
+    steps = max(5, min(100, round(5 / roofline_ms)))  # windows of about 5 ms or more
+    times, profs = {}, {}
+    for name, fn in op_rows.items():
+        step = functools.partial(fwd_bwd, fn, (x, res, w, EPS), (x, res, w), (dy, dh))
+
+        step()  # compiles, for the compiled row
+        times[name], profs[name] = measure(step, steps)
+        t, spread, busy = times[name]
+        gpu = [] if busy is None else [busy]
+        table.append([f"{M}x{N}", name, t, spread, *gpu, 100 * roofline_ms / t])
+    print(f"\n{M}x{N}, {steps} steps a window:")
+    attribute("PyTorch, compiled", "PyTorch, eager", times, profs, steps)
+    attribute("triton_op, eager", "PyTorch, compiled", times, profs, steps)
+    attribute("custom_op, eager", "triton_op, eager", times, profs, steps)
+gpu = ["busy %"] if device == "cuda" else []
+headers = ["shape", "operator, forward + backward", "ms", "spread", *gpu, "% roofline"]
+impl = "Triton kernels" if device == "cuda" else "CPU implementation (PyTorch code)"
+print(f"\nOperator alone, float32, {device_name}; the registrations run their {impl}")
+print(
+    tabulate(
+        table, headers, "github", ["", "", ".3f", ".3f", *[".0f"] * len(gpu), ".0f"]
+    )
+)
+
+fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
+ax.barh([f"{row[0]}: {row[1]}" for row in table], [row[-1] for row in table])
+ax.invert_yaxis()
+ax.set_xlabel("% of the copy roofline, forward + backward (higher is better)")
+ax.set_title(f"Add + RMSNorm alone, float32, {device_name}")
+plt.show()
+
+# %%
+# How to read it: the **% roofline** column, drawn in the chart, says how close each row
+# comes to moving its eight passes at copy speed. On a GPU, a row far below 100 % with a
+# high busy share runs kernels that move more bytes (eager PyTorch writes and rereads
+# every intermediate) or use the memory system less well; a low busy share means the GPU
+# waits for the CPU (launches, the dispatcher, Python). A small shape fits in the caches,
+# so it can pass the roofline of a copy measured far out of cache. The lines under each
+# shape say which row is slower beyond the spread, and which operators grew.
+#
+# Measuring the model
+# -------------------
+#
+# The same four models as above, each timed for a training step (forward, the sum as
+# the loss, backward; gradients returned by ``torch.autograd.grad``, not accumulated).
+# The compiled rows differ only in what Inductor receives for the operator: PyTorch code
+# it can fuse with the neighbouring GELU, a Triton kernel it launches but cannot fuse
+# into, or a black box. (On a CPU the ``triton_op``'s body is the PyTorch code too.)
+
+table, times, profs = [], {}, {}
+steps = 10 if device == "cuda" else 3
+for name, model in models.items():
+    params = list(variants[name].parameters())
+    step = functools.partial(fwd_bwd, model, (inp,), params, (torch.ones_like(inp),))
+
+    times[name], profs[name] = measure(step, steps)
+    t, spread, busy = times[name]
+    table.append([name, t, spread, *([] if busy is None else [busy])])
+print(f"Training step, {depth} blocks, {tokens} x {width}, float32, {device_name}")
+print(
+    tabulate(
+        table, ["model", "ms", "spread", *gpu], "github", ["", ".3f", ".3f", ".0f"]
+    )
+)
+attribute("compiled, PyTorch op", "eager, PyTorch op", times, profs, steps)
+attribute("compiled, triton_op", "compiled, PyTorch op", times, profs, steps)
+attribute("compiled, custom_op", "compiled, triton_op", times, profs, steps)
+
+os.environ.pop("TRITON_INTERPRET", None)  # later code in this process compiles normally
+
+# %%
+# Conclusion
+# ----------
+#
+# A memory-bound fusion such as residual add + RMSNorm is a few dozen lines of Triton,
+# forward and backward, and Triton's interpreter checks them on a CPU against float64.
+# ``triton_op`` with ``wrap_triton`` makes the kernel an operator whose launch Inductor
+# generates itself; ``custom_op`` makes it a black box; both need a fake implementation
+# for shapes, an autograd formula and an ``opcheck``, and then a model compiles around
+# either with ``fullgraph=True`` and a dynamic batch. Whether the hand kernel is worth it
+# is a measurement: against Inductor's kernel for the same PyTorch code, in percent of the
+# copy roofline, and inside the model, where the operator also stops Inductor from fusing
+# its neighbours into it.
+#
+# Further reading
+# ---------------
+#
+# * :ref:`torch_compile_tutorial`: what Dynamo, AOTAutograd and Inductor each do
+# * :ref:`foreach_map_recipe`: a fusion that Inductor writes for you, measured against a
+#   hand-written kernel (``fused=True`` Adam) and the copy roofline
+# * :ref:`dynamic_shapes_tutorial`: what a symbolic batch size does to guards and kernels
+# * `Using user-defined Triton kernels with torch.compile
+#   <https://docs.pytorch.org/tutorials/recipes/torch_compile_user_defined_triton_kernel_tutorial.html>`_
+# * `Python custom operators
+#   <https://docs.pytorch.org/tutorials/advanced/python_custom_ops.html>`_
+# * `torch.library API reference <https://docs.pytorch.org/docs/stable/library.html>`_
+# * `Triton tutorials <https://triton-lang.org/main/getting-started/tutorials/index.html>`_
