@@ -678,6 +678,8 @@ print(f"fullgraph=True: {counters['stats']['unique_graphs']} graph, no break")
 # * :ref:`compiled_training_tutorial`: compiling the whole training step, optimizer
 #   included
 # * :ref:`compiled_autograd_tutorial`: capturing the whole backward pass
+# * :ref:`triton_custom_op_tutorial`: your own Triton kernel as an operator that
+#   ``torch.compile`` compiles around, measured against Inductor's
 # * `torch.compile API reference
 #   <https://docs.pytorch.org/docs/stable/generated/torch.compile.html>`__
 # * `The torch.compile programming model

@@ -432,6 +432,8 @@ plt.show()
 # * :ref:`compiling_optimizer_lr_scheduler`: changing the learning rate of a compiled step
 #   without recompiling.
 # * :ref:`foreach_map_recipe`: writing your own fused optimizer update with ``foreach_map``.
+# * :ref:`triton_custom_op_tutorial`: a hand-written Triton kernel as an operator, measured
+#   against the kernel Inductor generates.
 # * `torch.optim <https://docs.pytorch.org/docs/stable/optim.html>`__: the ``foreach``,
 #   ``fused`` and ``capturable`` options.
 # * `CUDA graphs <https://docs.pytorch.org/docs/stable/notes/cuda.html#cuda-graphs>`__ in

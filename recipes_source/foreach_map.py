@@ -490,7 +490,7 @@ plt.show()
 # * :ref:`compiling_optimizer_recipe`: compiling the step of a built-in optimizer
 #   (``foreach_map`` is for the others), and recording it in a CUDA graph.
 # * `torch.optim <https://docs.pytorch.org/docs/stable/optim.html>`__: the ``foreach`` and
-#   ``fused`` implementations.
+#   ``fused`` implementations; :ref:`triton_custom_op_tutorial` writes such a kernel by hand.
 # * The source: `foreach_map
 #   <https://github.com/pytorch/pytorch/blob/main/torch/_higher_order_ops/foreach_map.py>`__
 #   and Dynamo's polyfill ``foreach_map_fn``, `the loop it traces
