@@ -308,13 +308,13 @@ def per_step(prof, steps, gpu=False):
 
 def attribute(name, ref, steps=5):
     """Print whether `name` differs from `ref` beyond both spreads and, if so, what moved."""
-    (t, spread, busy), (t0, spread0, _) = times[name], times[ref]
+    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
     gap = t - t0
     head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
     if abs(gap) <= max(spread, spread0):
         print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
         return
-    gpu = busy is not None and busy >= 85  # a GPU-bound step: what moved is kernel time
+    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
     new, old = per_step(profs[name], steps, gpu), per_step(profs[ref], steps, gpu)
     sign = 1 if gap > 0 else -1
     parts = {
@@ -330,7 +330,7 @@ def attribute(name, ref, steps=5):
         f"{'GPU kernel' if gpu else 'Self CPU'} time per step that "
         f"{'grew' if gap > 0 else 'shrank'} most: {named}: "
         f"{100 * covered / abs(gap):.0f} % of the gap; the rest, "
-        f"{sign * (abs(gap) - covered):+.3f} ms, is outside these parts"
+        f"{sign * (abs(gap) - covered):+.3f} ms net, over the other parts and the time outside every part"
     )
 
 

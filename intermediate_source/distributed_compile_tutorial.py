@@ -78,6 +78,7 @@ import gc
 import inspect
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -294,13 +295,16 @@ def measure(step, dev, cfg):
     gc.unfreeze()
     q1, _, q3 = statistics.quantiles(windows, n=4)
     out = dict(step=statistics.median(windows), spread=q3 - q1, wall=wall)
-    ops = prof.key_averages()
-    out["ops"] = {e.key: (e.self_cpu_time_total, e.self_device_time_total) for e in ops}
-    out.update(nccl=[], compute=[])  # kernels as (name, start, end), in us
+    out.update(ops={}, nccl=[], compute=[], matmul=[])  # kernels: (start, end), in us
+    for e in prof.key_averages():  # a kernel's device time, not its launcher's again
+        kernel = e.device_type.name == "CUDA" and not e.is_user_annotation
+        out["ops"][e.key] = (e.self_cpu_time_total, e.self_device_time_total * kernel)
     for e in prof.events():
         if e.device_type.name == "CUDA" and not e.is_user_annotation:
             kind = "nccl" if "nccl" in e.name.lower() else "compute"
             out[kind].append((e.name, e.time_range.start, e.time_range.end))
+            if kind == "compute" and MATMUL.search(e.name.lower()):
+                out["matmul"].append((e.time_range.start, e.time_range.end))
     return out | {"profiled_s": time.perf_counter() - profiling}
 
 
@@ -322,7 +326,7 @@ def measure(step, dev, cfg):
 # JSON report per variant and rank.
 
 WORKER_HEADER = """\
-import gc, json, os, statistics, sys, time
+import gc, json, os, re, statistics, sys, time
 from collections import OrderedDict
 from functools import partial
 from pathlib import Path
@@ -333,8 +337,12 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.profiler import ProfilerActivity, profile
 COMPILED_GRAPHS = []
+MATMUL = re.compile("gemm|xmma|cutlass|nvjet|flash|fmha|cublas|sm90_|sm80_")
 """
 COMPILED_GRAPHS = []
+# cuBLAS's matmul and the fused attention kernels, by name; the rest of compute is the
+# elementwise, normalization and reduction work that Inductor generates or fuses.
+MATMUL = re.compile("gemm|xmma|cutlass|nvjet|flash|fmha|cublas|sm90_|sm80_")
 
 
 def counting_inductor(gm, example_inputs):
@@ -392,7 +400,7 @@ def run_variant(variant, cfg, dev, ref_grads):
     waits = [(s, e - min(d)) for (_, s, e), d in zip(nccl, zip(*every))]
     ms = 1e3 * cfg["profiled"]  # from us per profiled loop to ms per step
     out["busy"] = union([k[1:] for k in nccl] + compute) / ms
-    out["compute"] = union(compute) / ms
+    out["compute"], out["matmul"] = union(compute) / ms, union(out["matmul"]) / ms
     out["wait"] = (union(waits + compute) - union(compute)) / ms
     out["transfer"] = out["busy"] - out["compute"] - out["wait"]
     out["idle"] = out["wall"] - out["busy"]
@@ -504,6 +512,14 @@ def read(names, pairs):
     head += ["loss err", "grad err"]
     print(f"{where}; step: median of {cfg['windows']} windows of {cfg['steps']} steps")
     print(tabulate(table, head, "github", disable_numparse=True))
+    for name in names if gpu else []:  # what compiling can change, on rank 0
+        r = rows[name][0]
+        rest = r["compute"] - r["matmul"]
+        print(
+            f"{name}: compute {r['compute']:.1f} ms per step, of it matmul and attention"
+            f" {r['matmul']:.1f} ms; the other kernels ({rest:.1f} ms) are all that"
+            f" fusing can shrink: at best {r['wall'] / (r['wall'] - rest):.2f}x"
+        )
     for name, ref in pairs:
         for rank in range(cfg["world"]):
             times = {n: [rows[n][rank][k] for k in keys] for n in (name, ref)}
@@ -513,7 +529,7 @@ def read(names, pairs):
 
 def attribute(who, name, ref, times, profs, steps):
     """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
-    (t, spread, busy), (t0, spread0, _) = times[name], times[ref]
+    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
     gap = t - t0
     head = f"{who}{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms"
     head += f", {t0 / t:.2f}x the speed)"
@@ -521,7 +537,7 @@ def attribute(who, name, ref, times, profs, steps):
     if abs(gap) <= max(spread, spread0) or gap < 0:
         word = "within" if abs(gap) <= max(spread, spread0) else "faster beyond"
         return print(f"{head}, {word} the spread {spreads}")
-    gpu_bound = busy is not None and busy >= 85  # then what grew is kernel time
+    gpu_bound = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
     parts = {}
     for sign, prof in ((1, profs[name]), (-1, profs[ref])):
         for key, (cpu_us, device_us) in prof.items():
@@ -534,7 +550,7 @@ def attribute(who, name, ref, times, profs, steps):
     print(
         f"{head}, slower beyond the spread. {'GPU kernel' if gpu_bound else 'Self CPU'}"
         f" time per step that grew most: {named}: {100 * covered / gap:.0f} % of the"
-        f" gap; the rest, {gap - covered:+.3f} ms, is outside these parts"
+        f" gap; the rest, {gap - covered:+.3f} ms net, over the other parts and the time outside every part"
     )
 
 

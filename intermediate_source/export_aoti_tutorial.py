@@ -186,13 +186,13 @@ def step_and_busy(fn, profiled=10):
 
 def attribute(name, ref, times, profs, steps):
     """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
-    (t, spread, busy), (t0, spread0, _) = times[name], times[ref]
+    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
     gap = t - t0
     head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
     if gap <= max(spread, spread0):
         print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
         return
-    gpu = busy is not None and busy >= 85  # a GPU-bound step: what grew is kernel time
+    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
     parts = {}
     for sign, prof in ((1, profs[name]), (-1, profs[ref])):
         for e in prof.key_averages():
@@ -206,7 +206,7 @@ def attribute(name, ref, times, profs, steps):
     print(
         f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
         f" step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
-        f"the rest, {gap - covered:+.3f} ms, is outside these parts"
+        f"the rest, {gap - covered:+.3f} ms net, over the other parts and the time outside every part"
     )
 
 

@@ -177,20 +177,22 @@ if device == "cpu":
 
 def attribute(name, ref, times, profs, steps):
     """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
-    (t, spread, busy), (t0, spread0, _) = times[name], times[ref]
+    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
     gap = t - t0
     head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
     if abs(gap) <= max(spread, spread0) or gap < 0:
         where = "within" if gap >= -max(spread, spread0) else "faster beyond"
         print(f"{head}, {where} the spread ({spread:.3f} and {spread0:.3f} ms)")
         return
-    gpu = busy is not None and busy >= 85  # a GPU-bound step: what grew is kernel time
+    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
     parts = {}
     for sign, prof in ((1, profs[name]), (-1, profs[ref])):
         for e in prof.key_averages():
             us = e.self_cpu_time_total
             if gpu:  # kernels only: a CPU operator's device time repeats its kernels'
-                us = e.self_device_time_total * (e.device_type != DeviceType.CPU)
+                us = e.self_device_time_total * (
+                    e.device_type == DeviceType.CUDA and not e.is_user_annotation
+                )
             key = "Python outside operators" if e.key == "ProfilerStep*" else e.key
             parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
     top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
@@ -200,7 +202,7 @@ def attribute(name, ref, times, profs, steps):
     print(
         f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
         f" step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
-        f"the rest, {gap - covered:+.3f} ms, is outside these parts"
+        f"the rest, {gap - covered:+.3f} ms net, over the other parts and the time outside every part"
     )
 
 

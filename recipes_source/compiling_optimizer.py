@@ -261,14 +261,14 @@ def step_and_busy(step, steps):
 
 def attribute(label, name, ref, times, parts):
     """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
-    (t, spread, busy), (t0, spread0, _) = times[name], times[ref]
+    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
     gap = t - t0
     head = f"{label}, {name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
     if abs(gap) <= max(spread, spread0):
         return print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
     if gap < 0:
         return print(f"{head}, faster beyond the spread")
-    gpu = busy is not None and busy >= 85  # a GPU-bound step: what grew is kernel time
+    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
     mine, theirs = parts[name][gpu], parts[ref][gpu]
     diff = sorted(
         ((ms - theirs.get(k, 0.0), k) for k, ms in mine.items()), reverse=True
@@ -279,7 +279,7 @@ def attribute(label, name, ref, times, parts):
     print(
         f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
         f" step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
-        f"the rest, {gap - covered:+.3f} ms, is outside these parts"
+        f"the rest, {gap - covered:+.3f} ms net, over the other parts and the time outside every part"
     )
 
 

@@ -252,11 +252,14 @@ def _footer(app, docname, source):
     record = Path(app.srcdir, docname + gallery.RECORD_SUFFIX) if app else None
     if record is None or not record.is_file():
         return
-    gpu = gallery.read_record(record).gpu_peak_memory_mib
-    if gpu is not None:
-        source[0] = _FOOTER_MB.sub(
-            rf"\1 of host memory, {gpu:.0f} MB of GPU memory", source[0]
-        )
+    run = gallery.read_record(record)
+    if run.gpu_peak_memory_mib is not None:
+        gpu = f"{run.gpu_peak_memory_mib:.0f} MB of GPU memory"
+    elif re.match(r"\d+ x ", run.device):  # a multi-GPU page: its workers hold the GPUs
+        gpu = "GPU memory of its worker processes not measured"
+    else:
+        return
+    source[0] = _FOOTER_MB.sub(rf"\1 of host memory, {gpu}", source[0])
 
 
 def setup(app):

@@ -173,9 +173,18 @@ def test_the_measure_works_in_joblib_workers():
     assert pages[0] >= 150 and pages[1] >= 40, pages
 
 
-def test_a_gpu_page_footer_shows_host_and_gpu_memory(tmp_path):
+@pytest.mark.parametrize(
+    "device, gpu, shown",
+    [
+        ("NVIDIA H100 80GB HBM3", 2048.6, "2049 MB of GPU memory"),
+        ("2 x NVIDIA H100 80GB HBM3", None, "GPU memory of its worker processes not"),
+        ("CPU (Some CPU)", None, None),
+    ],
+)
+def test_a_gpu_page_footer_shows_host_and_gpu_memory(tmp_path, device, gpu, shown):
     """On a GPU the footer gives both: host memory (sphinx-gallery's figure), then the
-    CUDA allocator's peak from the page's run record."""
+    CUDA allocator's peak from the page's run record; a multi-GPU page says its GPUs'
+    memory is not measured; a CPU page shows the host figure alone."""
     from types import SimpleNamespace
 
     from tools import gallery
@@ -185,7 +194,7 @@ def test_a_gpu_page_footer_shows_host_and_gpu_memory(tmp_path):
         source="recipes_source/demo.py",
         checksum="0",
         passed=True,
-        device="NVIDIA H100 80GB HBM3",
+        device=device,
         torch="2.11.0",
         triton=None,
         python="3.12.3",
@@ -194,12 +203,12 @@ def test_a_gpu_page_footer_shows_host_and_gpu_memory(tmp_path):
         peak_memory_mib=812.4,
         peak_memory_kind="pss",
         how="build",
-        gpu_peak_memory_mib=2048.6,
+        gpu_peak_memory_mib=gpu,
     )
     gallery.write_record(tmp_path / "recipes" / f"demo{gallery.RECORD_SUFFIX}", record)
     source = ["text\n\n**Estimated memory usage:**  812 MB\n\n"]
     memory._footer(SimpleNamespace(srcdir=str(tmp_path)), "recipes/demo", source)
-    assert source == [
-        "text\n\n**Estimated memory usage:**  812 MB of host memory, "
-        "2049 MB of GPU memory\n\n"
-    ]
+    if shown is None:
+        assert source == ["text\n\n**Estimated memory usage:**  812 MB\n\n"]
+    else:
+        assert f"812 MB of host memory, {shown}" in source[0]
