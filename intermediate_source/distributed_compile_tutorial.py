@@ -85,7 +85,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from functools import partial
 from pathlib import Path
 
@@ -209,10 +209,9 @@ opt = torch.optim.AdamW(params.values(), lr=cfg["lr"], fused=True)
 ref_losses = []
 for step, (x, y) in enumerate(make_batches(cfg)):
     ref_losses.append(train_step(model, opt, x.to(ref_device), y.to(ref_device)).item())
-    if step == 0:
-        dtype = getattr(torch, cfg["dtype"])
-        ref_grads = {n: params[n].grad.to("cpu", dtype) for n in params}
-        ref_grads = {n: g for n, g in ref_grads.items() if n.startswith(checked)}
+    if step == 0:  # the checked gradients, in the dtype the workers compute in
+        grads = [(n, p.grad) for n, p in params.items() if n.startswith(checked)]
+        ref_grads = {n: g.to("cpu", getattr(torch, cfg["dtype"])) for n, g in grads}
 print("reference losses:", " ".join(f"{v:.5f}" for v in ref_losses))
 TOLERANCE = {"float32": (1e-4, 1e-4), "bfloat16": (1e-2, 5e-2)}  # loss, gradient
 N = sum(p.numel() for n, p in params.items() if not n.startswith(("embed", "pos")))
@@ -220,11 +219,8 @@ flops = (6 * N + 12 * cfg["depth"] * cfg["width"] * cfg["seq"]) * cfg["seq"]
 flops *= cfg["batch"]  # per rank and step
 PEAK = {"NVIDIA H100 80GB HBM3": 989e12, "NVIDIA H200": 989e12}  # dense bf16, FLOP/s
 peak = PEAK.get(torch.cuda.get_device_name()) if gpu else None
-total = sum(p.numel() for p in params.values())
-print(
-    f"{total / 1e6:.1f} M parameters, N {N / 1e6:.1f} M: {flops:.4g} FLOP per rank",
-    end="",
-)
+total = sum(p.numel() for p in params.values()) / 1e6
+print(f"{total:.1f} M parameters, N {N / 1e6:.1f} M: {flops:.4g} FLOP per rank", end="")
 print(f" and step; peak {peak:.4g} FLOP/s" if peak else " and step; peak unknown")
 del model, params, opt
 torch.cuda.empty_cache()
@@ -379,8 +375,7 @@ def run_variant(variant, cfg, dev, ref_grads):
     model, wrapped = build(variant, cfg, dev)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], fused=True)
     amp = cfg["dtype"] == "bfloat16" and variant.startswith("DDP")
-    rank, world = dist.get_rank(), cfg["world"]
-    losses, errors = [], {}
+    rank, world, losses, errors = dist.get_rank(), cfg["world"], [], {}
     params = {n.replace("_orig_mod.", ""): p for n, p in model.named_parameters()}
     for i, (x, y) in enumerate(make_batches(cfg)):
         x, y = x.chunk(world)[rank].to(dev), y.chunk(world)[rank].to(dev)
@@ -411,9 +406,8 @@ def run_variant(variant, cfg, dev, ref_grads):
 
 
 def main(cfg):
-    rank, world = int(os.environ["RANK"]), cfg["world"]
-    cores = sorted(os.sched_getaffinity(0))
-    share = len(cores) // world
+    rank, cores = int(os.environ["RANK"]), sorted(os.sched_getaffinity(0))
+    share = len(cores) // cfg["world"]
     cores = cores[rank * share : (rank + 1) * share] or cores
     for thread in os.listdir("/proc/self/task"):  # every thread started so far
         os.sched_setaffinity(int(thread), cores)
@@ -425,7 +419,8 @@ def main(cfg):
     ref_grads = torch.load("ref.pt")  # written by the launcher
     for i, variant in enumerate(cfg["variants"]):
         out = run_variant(variant, cfg, dev, ref_grads) | {"rank": rank, "cores": cores}
-        Path(f"{i}.{rank}.json").write_text(json.dumps(out))
+        # Zero-padded, so that the launcher's sorted file names follow variant, rank.
+        Path(f"{i:02}.{rank}.json").write_text(json.dumps(out))
     dist.destroy_process_group()
 
 
@@ -437,10 +432,11 @@ def main(cfg):
 
 WORKER_FUNCTIONS = [make_model, make_batches, train_step, union, measure]
 WORKER_FUNCTIONS += [counting_inductor, build, run_variant, main]
-host_cores = len(os.sched_getaffinity(0))
+# Inductor's compile workers per rank: as many as the rank has cores on GPUs, else one.
+threads = max(1, len(os.sched_getaffinity(0)) // 2) if gpu else 1
 WORKER_ENV = dict(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
 WORKER_ENV.update(NVSHMEM_DISABLE_NVLS="1", OMP_NUM_THREADS="1")
-WORKER_ENV["TORCHINDUCTOR_COMPILE_THREADS"] = str(max(1, host_cores // 2) if gpu else 1)
+WORKER_ENV["TORCHINDUCTOR_COMPILE_THREADS"] = str(threads)
 
 
 def launch(timeout=600):
@@ -462,8 +458,7 @@ def launch(timeout=600):
         if proc.returncode != 0:
             tail = "\n".join(output.splitlines()[-80:])
             raise RuntimeError(f"the workers failed ({proc.returncode}):\n{tail}")
-        out = {tuple(map(int, f.stem.split("."))): f for f in Path(tmp).glob("*.json")}
-        return [json.loads(out[k].read_text()) for k in sorted(out)]
+        return [json.loads(f.read_text()) for f in sorted(Path(tmp).glob("*.json"))]
 
 
 # %%
@@ -508,8 +503,7 @@ def read(names, pairs):
             table.append(cells + [f"{loss_err:.1e}", f"{r['grad_err']:.1e}"])
     head = ["variant", "rank", "graphs Dynamo/compiled", "step (ms)", "spread"]
     head += ["MFU %", "busy %", "compute", "exposed transfer", "waiting"] * gpu
-    head += ["GPU idle", "peak GB", "bound"] * gpu
-    head += ["loss err", "grad err"]
+    head += ["GPU idle", "peak GB", "bound"] * gpu + ["loss err", "grad err"]
     print(f"{where}; step: median of {cfg['windows']} windows of {cfg['steps']} steps")
     print(tabulate(table, head, "github", disable_numparse=True))
     for name in names if gpu else []:  # what compiling can change, on rank 0
@@ -533,18 +527,16 @@ def attribute(who, name, ref, times, profs, steps):
     gap = t - t0
     head = f"{who}{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms"
     head += f", {t0 / t:.2f}x the speed)"
-    spreads = f"({spread:.3f} and {spread0:.3f} ms)"
     if abs(gap) <= max(spread, spread0) or gap < 0:
         word = "within" if abs(gap) <= max(spread, spread0) else "faster beyond"
-        return print(f"{head}, {word} the spread {spreads}")
+        return print(f"{head}, {word} the spread ({spread:.3f} and {spread0:.3f} ms)")
     gpu_bound = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
-    parts = {}
+    parts = defaultdict(float)  # ms per step, by operator or range
     for sign, prof in ((1, profs[name]), (-1, profs[ref])):
         for key, (cpu_us, device_us) in prof.items():
-            us = device_us if gpu_bound else cpu_us
-            parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
-    grew = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
-    grew = [(k, ms) for k, ms in grew if ms > 0]
+            parts[key] += sign * (device_us if gpu_bound else cpu_us) / 1e3 / steps
+    # Of the three parts that grew most, those that did grow, as (key, ms).
+    grew = [p for p in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if p[1] > 0]
     covered = sum(ms for _, ms in grew)
     named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
     print(
@@ -556,16 +548,14 @@ def attribute(who, name, ref, times, profs, steps):
 
 def chart(names):
     labels = [f"{n}, rank {r['rank']}" for n in names for r in rows[n]][::-1]
-    keys = ["compute", "transfer", "wait", "idle"] if gpu else ["step"]
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.4 * len(labels)))
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.4 * len(labels)), layout="tight")
     left = [0.0] * len(labels)
-    for key in keys:
+    for key in ["compute", "transfer", "wait", "idle"] if gpu else ["step"]:
         widths = [r[key] for n in names for r in rows[n]][::-1]
         ax.barh(labels, widths, left=left, label=key)
         left = [a + b for a, b in zip(left, widths)]
     ax.set(xlabel=f"ms per {'profiled ' * gpu}step", title=f"Each rank's step: {where}")
     ax.legend(loc="lower right")
-    fig.tight_layout()
     plt.show()
 
 
@@ -585,7 +575,6 @@ reports, took = launch(), time.perf_counter() - start
 rows = {v: [r for r in reports if r["variant"] == v] for v in cfg["variants"]}
 profiled = max(sum(r["profiled_s"] for r in reports if r["rank"] == k) for k in (0, 1))
 print(f"{len(rows)} variants ran in {took:.0f} s; profiling took {profiled:.1f} s")
-threads = WORKER_ENV["TORCHINDUCTOR_COMPILE_THREADS"]
 for r in reports[:2]:
     print(f"rank {r['rank']}: cores {r['cores'][0]}-{r['cores'][-1]}", end="; ")
 print(f"compile threads per rank: {threads}")
