@@ -9,11 +9,12 @@ chosen per example by ``sphinxext.record`` (:func:`start_example`):
 
 * Host memory, ``"pss"``: while a block runs, a thread sums every ``_SAMPLE_S`` seconds the
   proportional set size (``Pss`` of /proc/<pid>/smaps_rollup) of this process and of every
-  process the page has started and that is alive at that moment, and keeps the largest sum.
-  A page's peak is that total less this process's own at the page's start: what the page
-  added. Proportional set size splits a page of memory shared by several processes (the
-  libraries every process that imports torch maps, pages a forked child shares with its
-  parent) among them, so the sum counts it once; processes that run one after another are
+  process the page has started and that is alive at that moment, and keeps the largest sum
+  (processes already running when the page started, an earlier page's compile workers
+  say, are not the page's and are left out). A page's peak is that total less this
+  process's own at the page's start: what the page added. Proportional set size splits
+  a page of memory shared by several processes (the libraries every process that imports
+  torch maps, pages a forked child shares with its parent) among them, so the sum counts it once; processes that run one after another are
   never added together. ``"rss-sampled"``: the same with resident sets, where a kernel has
   no smaps_rollup (shared pages then count once per process: an over-estimate).
 * GPU memory, on a page that runs on this process's GPU: the peak of PyTorch's CUDA
@@ -54,6 +55,9 @@ class _Example:
         self.peak = None
         self.gpu_peak = None
         self.gpu_base = None
+        # Processes already running when the page starts (an earlier page's compile
+        # workers, a test runner's helpers) are not the page's: left out.
+        self.known = set(_descendants()) if kind else set()
 
 
 _example = None
@@ -117,10 +121,11 @@ def _descendants(pid=None):
     return found
 
 
-def total_mib(kind):
-    """This process's memory and that of every process below it, now (MiB)."""
+def total_mib(kind, known=()):
+    """This process's memory and that of every process below it but ``known``, now (MiB)."""
     own = _process_mib(kind) or 0.0
-    return own + sum(_process_mib(kind, pid) or 0.0 for pid in _descendants())
+    kids = [pid for pid in _descendants() if pid not in known]
+    return own + sum(_process_mib(kind, pid) or 0.0 for pid in kids)
 
 
 def host_kind():
@@ -142,15 +147,15 @@ def kind_for(gpus):
 class _Watch:
     """A thread that samples the total while a block runs and keeps its largest value."""
 
-    def __init__(self, kind):
-        self.kind = kind
-        self.peak = total_mib(kind)
+    def __init__(self, kind, known):
+        self.kind, self.known = kind, known
+        self.peak = total_mib(kind, known)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _look(self):
         start = time.perf_counter()
-        self.peak = max(self.peak, total_mib(self.kind))
+        self.peak = max(self.peak, total_mib(self.kind, self.known))
         return time.perf_counter() - start
 
     def _run(self):
@@ -174,7 +179,7 @@ def _measure(example, func):
     cuda = _cuda() if example.gpu else None
     if cuda is not None:
         cuda.reset_peak_memory_stats()
-    with _Watch(example.kind) as watch:
+    with _Watch(example.kind, example.known) as watch:
         out = func()
     if cuda is not None:
         gpu = cuda.max_memory_allocated() / 2**20

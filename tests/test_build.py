@@ -193,7 +193,7 @@ def test_every_slower_line_is_within_the_spread_or_takes_the_gap_apart(built_sit
     site, _ = built_site
     bad = []
     for source in SOURCES:
-        page = site / gallery.tutorial_of(source, ROOT).page
+        page = site / gallery.tutorial_of(str(source), ROOT).page
         soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
         for out in soup.select("div.sphx-glr-script-out pre"):
             bad += [
