@@ -7,16 +7,17 @@ block value less the starting one. The run record (``sphinxext.record``) reads t
 numbers here (:func:`example_peak_mib`, :func:`example_gpu_peak_mib`). What they measure is
 chosen per example by ``sphinxext.record`` (:func:`start_example`):
 
-* Host memory, ``"pss"``: while a block runs, a thread sums every ``_SAMPLE_S`` seconds the
-  proportional set size (``Pss`` of /proc/<pid>/smaps_rollup) of this process and of every
-  process the page has started and that is alive at that moment, and keeps the largest sum
-  (processes already running when the page started, an earlier page's compile workers
-  say, are not the page's and are left out). A page's peak is that total less this
-  process's own at the page's start: what the page added. Proportional set size splits
-  a page of memory shared by several processes (the libraries every process that imports
-  torch maps, pages a forked child shares with its parent) among them, so the sum counts it once; processes that run one after another are
-  never added together. ``"rss-sampled"``: the same with resident sets, where a kernel has
-  no smaps_rollup (shared pages then count once per process: an over-estimate).
+* Host memory, ``"pss"``: while a block runs, a thread sums every ``_SAMPLE_S`` seconds
+  the proportional set size (``Pss`` of /proc/<pid>/smaps_rollup) of this process and of
+  every process the page has started and that is alive at that moment, and keeps the
+  largest sum (processes already running when the page started, an earlier page's
+  compile workers say, are not the page's and are left out). A page's peak is that total
+  less this process's own at the page's start: what the page added. Proportional set
+  size splits a page of memory shared by several processes (the libraries every process
+  that imports torch maps, pages a forked child shares with its parent) among them, so
+  the sum counts it once; processes that run one after another are never added together.
+  ``"rss-sampled"``: the same with resident sets, where a kernel has no smaps_rollup
+  (shared pages then count once per process: an over-estimate).
 * GPU memory, on a page that runs on this process's GPU: the peak of PyTorch's CUDA
   allocator during the page (:func:`example_gpu_peak_mib`), shown after the host figure in
   the footer. A multi-GPU page's GPUs are used by its worker processes: not measured.
