@@ -151,16 +151,17 @@ def measure(step, steps=3):
                 sync()
                 wall += time.perf_counter()
             prof.step()
-    if not cuda:
-        return (ms, q3 - q1, None), prof
-    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    on_gpu = [
+        e for e in prof.events() if e.device_type == DeviceType.CUDA
+    ]  # none on a CPU
+    kernels = [e for e in on_gpu if not e.is_user_annotation]  # not our ranges' copies
     spans = sorted((e.time_range.start, e.time_range.end) for e in kernels)
     busy, reach = 0.0, float("-inf")
     for s, e in spans:  # union of kernel intervals (microseconds)
         if e > reach:
             busy += e - max(s, reach)
             reach = e
-    return (ms, q3 - q1, 100 * busy / (wall * 1e6)), prof  # busy share in %
+    return (ms, q3 - q1, 100 * busy / (wall * 1e6) if cuda else None), prof  # busy in %
 
 
 def attribute(name, ref, times, profs, steps):
