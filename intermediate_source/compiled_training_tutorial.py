@@ -255,9 +255,11 @@ def step_and_busy(step, steps=5):
     warm_then_record = schedule(wait=0, warmup=1, active=steps)
     with profile(activities=activities, schedule=warm_then_record) as prof:
         for i in range(steps + 1):  # step 0 is the profiler's warm-up, not recorded
-            if i == 1:
-                start = time.perf_counter()
             step()
+            if i == 0 and device == "cuda":  # step 0's kernels end before recording
+                torch.cuda.synchronize()
+            if i == 0:
+                start = time.perf_counter()
             if i < steps:
                 prof.step()
         if device == "cuda":

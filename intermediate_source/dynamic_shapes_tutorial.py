@@ -143,18 +143,16 @@ def measure(step, steps=3):
     schedule = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
     with profile(activities=activities, schedule=schedule) as prof:
         for i in range(steps + 1):  # call 0 warms the profiler up, unrecorded
-            if i == 1:
-                sync()  # call 0's kernels end before the profiled loop starts
-                wall = -time.perf_counter()
             step()
+            if i == 0:
+                sync()  # call 0's kernels end before the profiler starts recording
+                wall = -time.perf_counter()
             if i == steps:
                 sync()
                 wall += time.perf_counter()
             prof.step()
-    on_gpu = [
-        e for e in prof.events() if e.device_type == DeviceType.CUDA
-    ]  # none on a CPU
-    kernels = [e for e in on_gpu if not e.is_user_annotation]  # not our ranges' copies
+    on_gpu = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    kernels = [e for e in on_gpu if not e.is_user_annotation]  # none on a CPU
     spans = sorted((e.time_range.start, e.time_range.end) for e in kernels)
     busy, reach = 0.0, float("-inf")
     for s, e in spans:  # union of kernel intervals (microseconds)

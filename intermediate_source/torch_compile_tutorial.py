@@ -142,10 +142,10 @@ def measure(fn, steps):
     schedule = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
     with profile(activities=activities, schedule=schedule) as prof:
         for i in range(steps + 1):  # step 0 warms the profiler up, unrecorded
-            if i == 1:
-                sync()  # step 0's kernels end before the profiled loop starts
-                wall = -time.perf_counter()
             fn()
+            if i == 0:
+                sync()  # step 0's kernels end before the profiler starts recording
+                wall = -time.perf_counter()
             if i == steps:
                 sync()
                 wall += time.perf_counter()
