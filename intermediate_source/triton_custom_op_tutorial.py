@@ -269,7 +269,8 @@ def add_rmsnorm_bwd_kernel(
     dw = tl.zeros((BLOCK,), dtype=tl.float32)
     for i in range(ROWS):
         row = pid * ROWS + i
-        mask = (cols < N) & (row < M)
+        # the row test as a vector, as Triton 3.9's interpreter needs in a mask
+        mask = (cols < N) & (row + tl.zeros_like(cols) < M)
         h = tl.load(h_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
         dh = tl.load(dh_ptr + row * N + cols, mask=mask, other=0.0).to(tl.float32)
