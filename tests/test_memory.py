@@ -1,12 +1,14 @@
 """sphinxext.memory: a page's footer and run record hold that page's own peak, never a
 made-up 0, in the main process and in the workers of a parallel build (no site build here)."""
 
+import json
 import math
-import os
 import pickle
 import subprocess
 import sys
+import textwrap
 import time
+from pathlib import Path
 
 import pytest
 from sphinx.config import is_serializable
@@ -73,26 +75,55 @@ def test_a_page_reusing_the_heap_an_earlier_page_freed_still_counts():
     assert value >= 150 and page >= 150, value
 
 
+# The tests of pages that start processes run in a fresh interpreter: in the suite, the
+# test process has processes of its own (notebook kernels started in the background, compile
+# workers) that come and go while a test runs, and a page counts every process below it
+# that it did not find running when it started.
+FRESH = """
+import json, os, subprocess, sys, time
+sys.path.insert(0, {root!r})
+from sphinxext import memory
+MIB = 2**20
+
 def child(mib, hold=0.6):
-    code = f"import time; data = b'x' * {mib * MIB}; time.sleep({hold})"
+    code = f"import time; data = b'x' * {{mib * MIB}}; time.sleep({{hold}})"
     return subprocess.Popen([sys.executable, "-c", code])
+
+def run_page(kind, *blocks):
+    memory.start_example((kind, False))
+    measure = memory.PeakMemory()
+    start, _ = measure(lambda: None)
+    values = [measure(block)[0] - start for block in blocks]
+    print(json.dumps([values, memory.example_peak_mib()]))
+"""
+
+
+def in_fresh_process(body):
+    """Run ``body`` after FRESH in a new interpreter; what its run_page printed."""
+    code = FRESH.format(root=str(Path(__file__).parents[1])) + textwrap.dedent(body)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 @needs_proc
 def test_a_page_counts_the_processes_it_runs_at_the_same_moment():
     """The multi-GPU page's CPU path, the compile-time page: work in child processes. Two
     children alive together add up; two that run one after another do not."""
+    (both, serial), page = in_fresh_process(
+        f"""
+        def together():
+            kids = [child(150), child(150)]
+            assert [kid.wait() for kid in kids] == [0, 0]
 
-    def together():
-        kids = [child(150), child(150)]
-        for kid in kids:
-            assert kid.wait() == 0
+        def one_after_another():
+            for _ in range(2):
+                assert child(150).wait() == 0
 
-    def one_after_another():
-        for _ in range(2):
-            assert child(150).wait() == 0
-
-    (both, serial), page = run_page(HOST, together, one_after_another)
+        run_page({HOST!r}, together, one_after_another)
+        """
+    )
     assert both >= 280, both
     assert 130 <= serial < 230, serial
     assert page == pytest.approx(both)
@@ -104,35 +135,40 @@ def test_memory_shared_with_a_child_counts_once():
     them twice, the proportional set sizes once."""
     if HOST != "pss":
         pytest.skip("no smaps_rollup: shared pages count once per process")
+    (value,), _ = in_fresh_process(
+        """
+        def fork_and_hold():
+            data = b"x" * (200 * MIB)
+            pid = os.fork()
+            if pid == 0:  # the child only holds the parent's pages
+                time.sleep(0.6)
+                os._exit(0)
+            os.waitpid(pid, 0)
+            return len(data)
 
-    def fork_and_hold():
-        data = b"x" * (200 * MIB)
-        pid = os.fork()
-        if pid == 0:  # the child only holds the parent's pages
-            time.sleep(0.6)
-            os._exit(0)
-        os.waitpid(pid, 0)
-        return len(data)
-
-    (value,), _ = run_page("pss", fork_and_hold)
+        run_page("pss", fork_and_hold)
+        """
+    )
     assert 150 <= value < 300, value
 
 
 @needs_proc
 def test_the_measure_matches_the_kernels_peak_of_one_process():
     """Against what /usr/bin/time -v reports for a single process: its peak resident set."""
-    script = f"import time; data = b'x' * {300 * MIB}; time.sleep(0.5)"
+    (value,), _ = in_fresh_process(
+        f"""
+        def block():
+            child(300, 0.5).wait()
 
-    def block():
-        subprocess.run([sys.executable, "-c", script], check=True)
-
-    (value,), _ = run_page(HOST, block)
+        run_page({HOST!r}, block)
+        """
+    )
     assert 290 <= value < 360, value
 
 
 @needs_proc
 def test_a_page_with_no_work_reads_near_zero_not_more():
-    (value,), page = run_page(HOST, lambda: None)
+    (value,), page = in_fresh_process(f"run_page({HOST!r}, lambda: None)")
     assert 0 <= page < 20 and value < 20
 
 
