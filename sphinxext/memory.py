@@ -135,10 +135,6 @@ def host_kind():
     return "rss-sampled" if _process_mib("rss-sampled") is not None else None
 
 
-def default_kind():
-    return host_kind()
-
-
 def kind_for(gpus):
     """(host kind, whether to follow this process's GPU) for a page on ``gpus`` GPUs
     (tools.gallery.run_device): the GPU of a multi-GPU page is its workers'."""
@@ -197,7 +193,7 @@ class PeakMemory:
         """Run ``func`` and return ``(peak MiB, result)``, as sphinx-gallery expects."""
         global _example
         if _example is None:  # no sphinxext.record before it (a bare configuration)
-            _example = _Example(default_kind(), gpu=True)
+            _example = _Example(host_kind(), gpu=True)
         first = _example.base is None
         if first and _example.kind:
             _trim()  # the example's first call (sphinx-gallery's no-op): its baseline
@@ -227,7 +223,7 @@ def start_example(spec):
 
 def kind():
     """What the running example's host figure measures, as its run record names it."""
-    return _example.kind if _example is not None else default_kind()
+    return _example.kind if _example is not None else host_kind()
 
 
 def example_peak_mib():

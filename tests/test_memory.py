@@ -79,28 +79,25 @@ def test_a_page_reusing_the_heap_an_earlier_page_freed_still_counts():
 # test process has processes of its own (notebook kernels started in the background, compile
 # workers) that come and go while a test runs, and a page counts every process below it
 # that it did not find running when it started.
+# This file's run_page, imported there; ``page(...)`` prints what it returns.
 FRESH = """
 import json, os, subprocess, sys, time
-sys.path.insert(0, {root!r})
-from sphinxext import memory
-MIB = 2**20
+sys.path[:0] = [{root!r}, {tests!r}]
+from test_memory import MIB, run_page
 
 def child(mib, hold=0.6):
     code = f"import time; data = b'x' * {{mib * MIB}}; time.sleep({{hold}})"
     return subprocess.Popen([sys.executable, "-c", code])
 
-def run_page(kind, *blocks):
-    memory.start_example((kind, False))
-    measure = memory.PeakMemory()
-    start, _ = measure(lambda: None)
-    values = [measure(block)[0] - start for block in blocks]
-    print(json.dumps([values, memory.example_peak_mib()]))
+def page(kind, *blocks):
+    print(json.dumps(run_page(kind, *blocks)))
 """
 
 
 def in_fresh_process(body):
-    """Run ``body`` after FRESH in a new interpreter; what its run_page printed."""
-    code = FRESH.format(root=str(Path(__file__).parents[1])) + textwrap.dedent(body)
+    """Run ``body`` after FRESH in a new interpreter; what its page(...) printed."""
+    here = Path(__file__).parent
+    code = FRESH.format(root=str(here.parent), tests=str(here)) + textwrap.dedent(body)
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
@@ -121,7 +118,7 @@ def test_a_page_counts_the_processes_it_runs_at_the_same_moment():
             for _ in range(2):
                 assert child(150).wait() == 0
 
-        run_page({HOST!r}, together, one_after_another)
+        page({HOST!r}, together, one_after_another)
         """
     )
     assert both >= 280, both
@@ -146,7 +143,7 @@ def test_memory_shared_with_a_child_counts_once():
             os.waitpid(pid, 0)
             return len(data)
 
-        run_page("pss", fork_and_hold)
+        page("pss", fork_and_hold)
         """
     )
     assert 150 <= value < 300, value
@@ -160,7 +157,7 @@ def test_the_measure_matches_the_kernels_peak_of_one_process():
         def block():
             child(300, 0.5).wait()
 
-        run_page({HOST!r}, block)
+        page({HOST!r}, block)
         """
     )
     assert 290 <= value < 360, value
@@ -168,7 +165,7 @@ def test_the_measure_matches_the_kernels_peak_of_one_process():
 
 @needs_proc
 def test_a_page_with_no_work_reads_near_zero_not_more():
-    (value,), page = in_fresh_process(f"run_page({HOST!r}, lambda: None)")
+    (value,), page = in_fresh_process(f"page({HOST!r}, lambda: None)")
     assert 0 <= page < 20 and value < 20
 
 
