@@ -167,8 +167,9 @@ def step_and_busy(step, steps=10):
 # ``attribute`` is the page's one reading of a comparison. Two variants differ only
 # beyond both rows' spread; then the helper diffs their profiles, per operator and range,
 # and names the parts whose time per step moved most in the direction of the gap: kernel
-# time on a GPU-bound row, self CPU time otherwise (the time spent inside an operator or
-# range itself, not in the ones it calls: ``autograd::engine::evaluate_function: ...``
+# time when the GPU's busy time moved by at least half the gap (cuBLAS's matmul kernels
+# as one part), self CPU time otherwise (the time spent inside an operator or range
+# itself, not in the ones it calls: ``autograd::engine::evaluate_function: ...``
 # for each node the engine runs, ``CompiledFunctionBackward``, ``TorchDynamo Cache
 # Lookup``, ``Torch-Compiled Region``, ``cudaLaunchKernel``, ``aten::*``...). The profiler
 # wraps each step in a ``ProfilerStep#`` range; their self time, summed as
@@ -186,8 +187,14 @@ def per_step(prof, steps, gpu=False):
             continue  # a kernel's time counts once: on the kernel, not its CPU caller
         us = e.self_device_time_total if gpu else e.self_cpu_time_total
         key = "ProfilerStep*" if e.key.startswith("ProfilerStep#") else e.key
+        key = "matmul kernels (all)" if gpu and GEMM.search(key) else key
         parts[key] = parts.get(key, 0.0) + us / 1e3 / steps
     return parts
+
+
+# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
+# may run the same products in kernels of different names.
+GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
 
 
 def attribute(name, ref, steps=10):

@@ -105,8 +105,9 @@ print(f"torch {torch.__version__} on {device} ({device_name})")
 # GPU the **busy share** is the time during which at least one kernel ran (overlaps counted
 # once) over the wall time of those profiled steps. ``attribute`` compares two rows: within
 # the spread it says so; beyond it, it diffs the two profiles' *self CPU time* per step of
-# every operator and range (kernel time where the GPU is busy) and prints what grew most,
-# and how much of the gap that covers. ``captured_logs`` turns log artifacts on in-process
+# every operator and range (kernel time where the GPU's busy time grew by at least half
+# the gap, cuBLAS's matmul kernels as one part) and prints what grew most, and how much
+# of the gap that covers. ``captured_logs`` turns log artifacts on in-process
 # (the switches of ``TORCH_LOGS``) and collects what they print; ``show`` prints the lines
 # we ask for, without the log prefix and the directories of file names.
 
@@ -142,6 +143,11 @@ def time_and_profile(step, steps=20, profiled=3):
     return (median, q3 - q1, share), prof
 
 
+# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
+# may run the same products in kernels of different names.
+GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
+
+
 def attribute(name, ref, steps=3):
     """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
     (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
@@ -157,7 +163,8 @@ def attribute(name, ref, steps=3):
             if gpu and (e.device_type.name != "CUDA" or e.is_user_annotation):
                 continue  # kernels only: an operator's self GPU time counts them again
             us = e.self_device_time_total if gpu else e.self_cpu_time_total
-            parts[e.key] = parts.get(e.key, 0.0) + sign * us / 1e3 / steps
+            key = "matmul kernels (all)" if gpu and GEMM.search(e.key) else e.key
+            parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
     grew = [
         (k, ms) for k, ms in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if ms > 0
     ]

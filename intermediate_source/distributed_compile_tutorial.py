@@ -96,7 +96,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tabulate import tabulate
 from torch._dynamo.utils import counters
-from torch._inductor.compile_fx import compile_fx
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.profiler import ProfilerActivity, profile
@@ -291,7 +290,7 @@ def measure(step, dev, cfg):
     gc.unfreeze()
     q1, _, q3 = statistics.quantiles(windows, n=4)
     out = dict(step=statistics.median(windows), spread=q3 - q1, wall=wall)
-    out.update(ops={}, nccl=[], compute=[], matmul=[])  # kernels: (start, end), in us
+    out.update(ops={}, nccl=[], compute=[], by=defaultdict(float))
     for e in prof.key_averages():  # a kernel's device time, not its launcher's again
         kernel = e.device_type.name == "CUDA" and not e.is_user_annotation
         out["ops"][e.key] = (e.self_cpu_time_total, e.self_device_time_total * kernel)
@@ -299,8 +298,13 @@ def measure(step, dev, cfg):
         if e.device_type.name == "CUDA" and not e.is_user_annotation:
             kind = "nccl" if "nccl" in e.name.lower() else "compute"
             out[kind].append((e.name, e.time_range.start, e.time_range.end))
-            if kind == "compute" and MATMUL.search(e.name.lower()):
-                out["matmul"].append((e.time_range.start, e.time_range.end))
+        up = e  # an operator's kernels: the innermost range of LAUNCHERS above it
+        while e.kernels and up and not up.name.startswith(tuple(LAUNCHERS)):
+            up = up.cpu_parent
+        by = [v for k, v in LAUNCHERS.items() if up and up.name.startswith(k)]
+        for k in (k for k in e.kernels if "nccl" not in k.name.lower()):
+            kind = "matmul and attention" if MATMUL.search(k.name) else None
+            out["by"][kind or (by or ["eager operators"])[0]] += k.duration / 1e3 / n
     return out | {"profiled_s": time.perf_counter() - profiling}
 
 
@@ -308,11 +312,11 @@ def measure(step, dev, cfg):
 # The worker
 # ----------
 #
-# ``counting_inductor`` is a ``torch.compile`` backend that records each graph it is
-# given and hands it to Inductor, which is what ``backend="inductor"`` does. Dynamo
-# calls the backend once per graph it captures, and ``DDPOptimizer`` once per piece of
-# a split graph, so the tables show two counts: graphs captured by Dynamo
-# (``counters["stats"]["unique_graphs"]``) and graphs compiled.
+# Dynamo calls the backend once per graph it captures, and ``DDPOptimizer`` once per
+# piece of a split graph; Inductor hands each graph to AOTAutograd, which counts it. So
+# the tables show two counts: graphs captured by Dynamo
+# (``counters["stats"]["unique_graphs"]``) and graphs compiled
+# (``counters["aot_autograd"]["total"]``).
 #
 # ``build`` makes each variant; ``run_variant`` trains it for ``check`` steps (the first
 # compiles), keeps the losses, averaged over the ranks, and the relative error of the
@@ -323,45 +327,40 @@ def measure(step, dev, cfg):
 
 WORKER_HEADER = """\
 import gc, json, os, re, statistics, sys, time
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from functools import partial
 from pathlib import Path
 import torch, torch.distributed as dist, torch.nn as nn, torch.nn.functional as F
 from torch._dynamo.utils import counters
-from torch._inductor.compile_fx import compile_fx
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.profiler import ProfilerActivity, profile
-COMPILED_GRAPHS = []
-MATMUL = re.compile("gemm|xmma|cutlass|nvjet|flash|fmha|cublas|sm90_|sm80_")
 """
-COMPILED_GRAPHS = []
-# cuBLAS's matmul and the fused attention kernels, by name; the rest of compute is the
-# elementwise, normalization and reduction work that Inductor generates or fuses.
-MATMUL = re.compile("gemm|xmma|cutlass|nvjet|flash|fmha|cublas|sm90_|sm80_")
-
-
-def counting_inductor(gm, example_inputs):
-    COMPILED_GRAPHS.append(gm)
-    return compile_fx(gm, example_inputs)
+# cuBLAS's matmul and the fused attention kernels, by name. The other compute kernels
+# (elementwise, normalization, reduction, copies) go under the innermost of these ranges
+# that launched them, forward and backward alike, or else under "eager operators".
+MATMUL = re.compile("gemm|xmma|cutlass|nvjet|flash|fmha|cublas|sm90_|sm80_", re.I)
+LAUNCHERS = {"CompiledFunction": "compiled graphs", "FSDP::": "FSDP2's hooks"}
+LAUNCHERS["Optimizer.step"] = "optimizer step"
+WORKER_HEADER += f"LAUNCHERS = {LAUNCHERS!r}\n"  # the worker's copies
+WORKER_HEADER += f"MATMUL = re.compile({MATMUL.pattern!r}, re.I)\n"
 
 
 def build(variant, cfg, dev):
     """The plain model (for its parameter names) and the module the step calls."""
     with dev:
         model = make_model(cfg)
-    compile_ = partial(torch.compile, backend=counting_inductor)
     if variant.startswith("FSDP2"):  # TorchTitan's order: compile, then shard
         dtype = getattr(torch, cfg["dtype"])
         mp = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
         for i, block in enumerate(model.blocks):
             if "per-block" in variant:
-                model.blocks[i] = block = compile_(block, fullgraph=True)
+                model.blocks[i] = block = torch.compile(block, fullgraph=True)
             fully_shard(block, mp_policy=mp)
         fully_shard(model, mp_policy=mp)  # the root: embeddings, final norm, output
-        return model, compile_(model) if "whole-model" in variant else model
+        return model, torch.compile(model) if "whole-model" in variant else model
     if "compile" in variant:
-        model.compile(backend=counting_inductor)
+        model.compile()
     ids = [dev.index] if dev.type == "cuda" else None
     return model, DDP(model, device_ids=ids, bucket_cap_mb=cfg["bucket_mb"])
 
@@ -369,7 +368,6 @@ def build(variant, cfg, dev):
 def run_variant(variant, cfg, dev, ref_grads):
     torch._dynamo.reset()
     counters.clear()
-    COMPILED_GRAPHS.clear()
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     model, wrapped = build(variant, cfg, dev)
@@ -395,12 +393,13 @@ def run_variant(variant, cfg, dev, ref_grads):
     waits = [(s, e - min(d)) for (_, s, e), d in zip(nccl, zip(*every))]
     ms = 1e3 * cfg["profiled"]  # from us per profiled loop to ms per step
     out["busy"] = union([k[1:] for k in nccl] + compute) / ms
-    out["compute"], out["matmul"] = union(compute) / ms, union(out["matmul"]) / ms
+    out["compute"] = union(compute) / ms
     out["wait"] = (union(waits + compute) - union(compute)) / ms
     out["transfer"] = out["busy"] - out["compute"] - out["wait"]
     out["idle"] = out["wall"] - out["busy"]
     mem = torch.cuda.max_memory_allocated(dev) / 1e9 if dev.type == "cuda" else 0
-    out.update(variant=variant, losses=losses, compiled=len(COMPILED_GRAPHS), mem=mem)
+    out.update(variant=variant, losses=losses, mem=mem)
+    out["compiled"] = counters["aot_autograd"]["total"]
     out.update(dynamo=counters["stats"]["unique_graphs"], grad_err=max(errors.values()))
     return out | {"grad_worst": max(errors, key=errors.get)}
 
@@ -431,7 +430,7 @@ def main(cfg):
 # workers must not see a GPU: FSDP2 would put its default device mesh there.
 
 WORKER_FUNCTIONS = [make_model, make_batches, train_step, union, measure]
-WORKER_FUNCTIONS += [counting_inductor, build, run_variant, main]
+WORKER_FUNCTIONS += [build, run_variant, main]
 # Inductor's compile workers per rank: as many as the rank has cores on GPUs, else one.
 threads = max(1, len(os.sched_getaffinity(0)) // 2) if gpu else 1
 WORKER_ENV = dict(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
@@ -469,14 +468,17 @@ def launch(timeout=600):
 # the reference (the gradient error is the largest over the checked parameters of
 # ``|g - g_ref| / |g_ref|``), then prints one row per variant and rank. On GPUs the
 # columns split the profiled step: compute + exposed transfer + waiting + idle adds up
-# to the profiled loop's wall time per step.
+# to the profiled loop's wall time per step. A second table gives, per variant and
+# rank, the kernel time per step of matmul and attention and of the other kernels,
+# summed by what launched them ("What compiling can still reach", below, explains its
+# rows). Kernels on different streams may overlap, so its sums can exceed ``compute``.
 #
 # ``attribute`` is the page's one way of explaining a slower row. It compares a row
 # with its reference on the same rank: a gap inside either row's spread is called
 # within the spread and given no cause. Beyond it, the line names the operators and
 # ranges whose time per step grew most, diffed between the two rows' profiles (kernel
-# time where the slower row keeps its GPU at least 85 % busy, self CPU time otherwise)
-# and how much of the gap they cover.
+# time, matmul and attention as one part, where the GPU's busy time grew by at least
+# half the gap; self CPU time otherwise) and how much of the gap they cover.
 
 
 def read(names, pairs):
@@ -506,14 +508,12 @@ def read(names, pairs):
     head += ["GPU idle", "peak GB", "bound"] * gpu + ["loss err", "grad err"]
     print(f"{where}; step: median of {cfg['windows']} windows of {cfg['steps']} steps")
     print(tabulate(table, head, "github", disable_numparse=True))
-    for name in names if gpu else []:  # what compiling can change, on rank 0
-        r = rows[name][0]
-        rest = r["compute"] - r["matmul"]
-        print(
-            f"{name}: compute {r['compute']:.1f} ms per step, of it matmul and attention"
-            f" {r['matmul']:.1f} ms; the other kernels ({rest:.1f} ms) are all that"
-            f" fusing can shrink: at best {r['wall'] / (r['wall'] - rest):.2f}x"
-        )
+    if gpu:  # kernel time per step by what launched it, rank 0 / rank 1
+        kinds = ["matmul and attention", "compiled graphs", "eager operators"]
+        cells = [[k] for k in kinds + ["FSDP2's hooks", "optimizer step"]]
+        for cell, n in ((c, n) for c in cells for n in names):
+            cell.append(" / ".join(f"{r['by'].get(cell[0], 0):.1f}" for r in rows[n]))
+        print(tabulate(cells, ["kernels, ms per step, rank 0 / 1", *names], "github"))
     for name, ref in pairs:
         for rank in range(cfg["world"]):
             times = {n: [rows[n][rank][k] for k in keys] for n in (name, ref)}
@@ -534,6 +534,7 @@ def attribute(who, name, ref, times, profs, steps):
     parts = defaultdict(float)  # ms per step, by operator or range
     for sign, prof in ((1, profs[name]), (-1, profs[ref])):
         for key, (cpu_us, device_us) in prof.items():
+            key = "matmul and attention" if gpu_bound and MATMUL.search(key) else key
             parts[key] += sign * (device_us if gpu_bound else cpu_us) / 1e3 / steps
     # Of the three parts that grew most, those that did grow, as (key, ms).
     grew = [p for p in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if p[1] > 0]
@@ -665,6 +666,33 @@ chart(cfg["variants"])
 # the verdict column says; where the kernels do, the compute column is what compiling
 # can shrink, and MFU says how far the step is from the GPU's peak.
 #
+# What compiling can still reach
+# ------------------------------
+#
+# On GPUs the second table of each section sorts every rank's compute kernels by what
+# launched them. Matrix products and attention run in cuBLAS's and the fused attention
+# kernels in every variant: Inductor calls the same libraries for them. Fusion acts on
+# the other kernels, and only on those that a compiled graph launches:
+#
+# * **compiled graphs**: Inductor's kernels, forward and backward of the compiled code;
+# * **eager operators**: kernels of code that runs uncompiled, such as the embeddings,
+#   the final norm, the loss and their backward, and in an eager variant every norm,
+#   activation and residual add of the blocks;
+# * **FSDP2's hooks**: the copies and casts around each collective (the shard copied
+#   into the all-gather's buffer, the gathered parameters copied out, the gradients
+#   copied and cast for the reduce-scatter). FSDP2 keeps Dynamo out of its hooks;
+# * **optimizer step**: the fused AdamW kernels, outside the compiled model here.
+#
+# The lines below bound what more fusion inside the compiled blocks could win, on each
+# rank: how much faster the profiled step would be if the compiled graphs' kernels
+# other than matmul and attention took no time at all. What no compiled graph launched
+# stays as it is.
+
+for r in rows["FSDP2, per-block compile"] if gpu else []:
+    most = r["wall"] / (r["wall"] - r["by"].get("compiled graphs", 0))
+    print(f"rank {r['rank']}: per-block compile, at most {most:.2f}x without them")
+
+# %%
 # Conclusion
 # ----------
 #
@@ -678,10 +706,8 @@ chart(cfg["variants"])
 # a single process. What this run measured:
 
 best = min(rows, key=lambda n: statistics.mean(r["step"] for r in rows[n]))
-print(f"Fastest here: {best}, {rows[best][0]['step']:.1f} ms per step on rank 0.")
-if peak:
-    top = max(rows, key=lambda n: rows[n][0]["mfu"])
-    print(f"Highest MFU: {top}, {rows[top][0]['mfu']:.1f} % on rank 0")
+mfu = f", {rows[best][0]['mfu']:.1f} % MFU" if peak else ""
+print(f"Fastest here: {best}, {rows[best][0]['step']:.1f} ms per step on rank 0{mfu}.")
 
 # sphinx_gallery_runner_label = "multi-gpu"
 

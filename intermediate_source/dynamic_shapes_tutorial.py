@@ -94,8 +94,9 @@ warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
 # ``measure`` times the serving loop: five windows of ``steps`` back-to-back calls of
 # ``step`` with ``torch.utils.benchmark.Timer`` (which synchronizes the GPU at each end
 # and uses all of the CPU's threads); the median window is the time per call, their
-# interquartile range its **spread**. It then profiles ``steps`` more calls, after one
-# warm-up call that the profiler's schedule leaves out. On a GPU, the union of the kernel
+# interquartile range its **spread**. It then profiles ``profiled`` more calls, after one
+# warm-up call that the profiler's schedule leaves out, and keeps the profile's totals
+# per operator and kernel (``key_averages``). On a GPU, the union of the kernel
 # intervals (kernels that overlap count once) over that profiled loop's own wall time is
 # the **busy share**: at least 85 %, the GPU bounds the loop; below, the GPU idles that
 # share of the time waiting for the CPU (Python, guards, launches). A CPU both runs the
@@ -105,8 +106,8 @@ warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
 # names no cause. Beyond it, it diffs the two rows' profiles and names the parts whose
 # time per call grew most and how much of the difference they cover: self CPU time of
 # each operator and range (``Torch-Compiled Region``, a compiled graph's call, a CUDA
-# graph's replay) when the slower loop is bound by the CPU, kernel time when it is bound
-# by the GPU.
+# graph's replay), or kernel time (cuBLAS's matmul kernels as one part) when the GPU's
+# busy time grew by at least half the gap.
 
 LOG_PREFIX = re.compile(r"^[VIWEDC]\d{4} \S+ \d+ \S+\] (\[\d+/\d+\] )?(\[__\w+\] )?")
 DIRS = re.compile(r"(?<![\w:/.])/(?:[^\s/\"']+/)+")
@@ -132,22 +133,23 @@ def captured_log(pattern=None, limit=8, **artifacts):
             print(textwrap.fill(f"[log] {line}", 100, subsequent_indent="      "))
 
 
-def measure(step, steps=3):
-    """(ms per call, spread ms, busy % or None) of step(), and a profile of `steps` calls."""
+def measure(step, steps=3, profiled=2):
+    """(ms per call, spread ms, busy % or None) of step(), and the operator and kernel
+    totals of a profile of `profiled` calls."""
     timer = benchmark.Timer("step()", globals={"step": step}, num_threads=THREADS)
     windows = [timer.timeit(steps).mean * 1e3 for _ in range(5)]  # no profiler
     q1, ms, q3 = statistics.quantiles(windows, n=4)
     cuda = device == "cuda"
     sync = torch.cuda.synchronize if cuda else lambda: None
     activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda
-    schedule = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
+    schedule = torch.profiler.schedule(wait=0, warmup=1, active=profiled, repeat=1)
     with profile(activities=activities, schedule=schedule) as prof:
-        for i in range(steps + 1):  # call 0 warms the profiler up, unrecorded
+        for i in range(profiled + 1):  # call 0 warms the profiler up, unrecorded
             step()
             if i == 0:
                 sync()  # call 0's kernels end before the profiler starts recording
                 wall = -time.perf_counter()
-            if i == steps:
+            if i == profiled:
                 sync()
                 wall += time.perf_counter()
             prof.step()
@@ -159,7 +161,13 @@ def measure(step, steps=3):
         if e > reach:
             busy += e - max(s, reach)
             reach = e
-    return (ms, q3 - q1, 100 * busy / (wall * 1e6) if cuda else None), prof  # busy in %
+    busy = 100 * busy / (wall * 1e6) if cuda else None  # in %
+    return (ms, q3 - q1, busy), prof.key_averages()
+
+
+# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
+# may run the same products in kernels of different names.
+GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
 
 
 def attribute(name, ref, times, profs, steps):
@@ -173,14 +181,14 @@ def attribute(name, ref, times, profs, steps):
     gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
     parts = {}
     for sign, prof in ((1, profs[name]), (-1, profs[ref])):
-        for e in prof.key_averages():
+        for e in prof:
             kernel = e.device_type == DeviceType.CUDA and not e.is_user_annotation
             # kernels only: a CPU operator's device time repeats its kernels'
             us = e.self_device_time_total * kernel if gpu else e.self_cpu_time_total
             key = "Python outside operators" if e.key == "ProfilerStep*" else e.key
+            key = "matmul kernels (all)" if gpu and GEMM.search(key) else key
             parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
-    top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
-    grew = [(k, ms) for k, ms in top if ms > 0]
+    grew = [kv for kv in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if kv[1] > 0]
     covered = sum(ms for _, ms in grew)
     named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
     print(
@@ -605,7 +613,7 @@ best = min(times, key=lambda name: times[name][0])
 print(f"Fastest pass: {best}. Each other strategy against it:")
 for r in rows:
     if r["name"] != best:
-        attribute(r["name"], best, times, {r["name"]: r["prof"] for r in rows}, 3)
+        attribute(r["name"], best, times, {r["name"]: r["prof"] for r in rows}, 2)
 
 # %%
 # The chart shows each strategy's pass over the ``n_check`` batches; on a GPU each bar

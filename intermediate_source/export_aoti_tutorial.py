@@ -129,9 +129,7 @@ if device == "cuda":
 else:
     device_name = f"CPU, threads: {torch.get_num_threads()}"
     WIDTH, HEADS, LAYERS, SEQ, BATCH, MAX_BATCH, STEPS = 32, 4, 2, 16, 4, 64, 50
-    print(
-        "No CUDA GPU found: running on the CPU with a smaller model, no GPU busy share."
-    )
+    print("No CUDA GPU found: the CPU runs a smaller model, with no GPU busy share.")
 print(f"torch {torch.__version__} on {device} ({device_name})")
 print(f"{LAYERS} blocks, width {WIDTH}, {HEADS} heads; input {BATCH} x {SEQ} x {WIDTH}")
 
@@ -146,19 +144,17 @@ torch.save(x.cpu(), work_dir / "input.pt")  # every process runs the same input
 # Helpers
 # -------
 #
-# ``step_and_busy`` times a call in steady state: six windows of ``STEPS`` back-to-back
-# calls each, timed by ``torch.utils.benchmark`` (which waits for the GPU at both ends of
-# a window, and runs with all of PyTorch's CPU threads); it returns their median and their
-# spread (the interquartile range). It then runs a few more calls under
-# ``torch.profiler``, recording CPU activity (and the GPU's), and on a GPU reports the
-# *busy share*: the union of the kernels' intervals over the wall time of that same
-# profiled loop. At 85 % or more the step is bound by the GPU; below, the GPU waits for
-# the CPU (Python, guards, launches).
+# ``step_and_busy`` times six windows of ``STEPS`` back-to-back calls with
+# ``torch.utils.benchmark`` (all of PyTorch's CPU threads, the GPU waited for at both
+# ends): their median and spread (interquartile range). A few more calls run under
+# ``torch.profiler``; on a GPU the *busy share* is the union of the kernels' intervals
+# over that profiled loop's wall time: at 85 % or more the GPU bounds the step, below it
+# the GPU waits for the CPU (Python, guards, launches).
 #
-# ``attribute`` reads a slower row against its reference: a gap inside either row's spread
-# is called so, with no cause named; a gap beyond it is taken apart from the two profiles,
-# naming the operators and ranges whose time per step grew most (kernel time when the step
-# is bound by the GPU, self CPU time otherwise) and how much of the gap they cover.
+# ``attribute`` reads a slower row against its reference: within either row's spread it
+# names no cause; beyond it, it names the operators and ranges whose time per step grew
+# most in the two profiles (kernel time when the GPU's busy time grew by at least half
+# the gap, self CPU time otherwise) and how much of the gap they cover.
 
 
 def step_and_busy(fn, profiled=10):
@@ -184,23 +180,27 @@ def step_and_busy(fn, profiled=10):
     return (step, spread, 100 * busy / wall_us if spans else None), prof
 
 
+# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
+# may run the same products in kernels of different names.
+GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
+
+
 def attribute(name, ref, times, profs, steps):
     """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
     (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
     gap = t - t0
     head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
     if gap <= max(spread, spread0):
-        print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
-        return
+        return print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
     gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
     parts = {}
     for sign, prof in ((1, profs[name]), (-1, profs[ref])):
         for e in prof.key_averages():
             kernel = e.device_type.name == "CUDA" and not e.is_user_annotation
             us = e.self_device_time_total * kernel if gpu else e.self_cpu_time_total
-            parts[e.key] = parts.get(e.key, 0.0) + sign * us / 1e3 / steps
-    grew = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
-    grew = [(k, ms) for k, ms in grew if ms > 0]
+            key = "matmul kernels (all)" if gpu and GEMM.search(e.key) else e.key
+            parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
+    grew = [kv for kv in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if kv[1] > 0]
     covered = sum(ms for _, ms in grew)
     named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
     print(
@@ -410,15 +410,12 @@ print(f"{package.name}: {package.stat().st_size / 1e6:.1f} MB; files: {dict(kind
 #    ``AOTIModelPackageLoader`` (from Python, ``torch._C._aoti.AOTIModelPackageLoader``,
 #    wrapped by ``AOTICompiledModel`` as ``aoti_load_package`` does).
 #
-# "Fresh machine" here means an empty cache folder. The operating system's file cache is
-# warm in every process (this page has imported torch already), so on a new machine
-# ``import torch`` also reads PyTorch's files from disk.
-#
-# The script stamps the time after each part of its start, so that every part has a name;
-# "Python start" runs from launching the process to the script's first line, and "exit"
-# from its last line to the end of the process. In the package's processes, the page calls
-# the device check of ``aoti_load_package`` (PyTorch 2.10 and later) on its own first, to
-# time it apart, and counts the processes it starts.
+# "Fresh machine" means an empty cache folder; the file cache stays warm (on a new
+# machine ``import torch`` also reads PyTorch's files from disk). The script stamps the
+# time after each part of its start: "Python start" runs from the launch to its first
+# line, "exit" from its last line to the end of the process. The package's processes
+# call the device check of ``aoti_load_package`` (PyTorch 2.10 and later) on its own
+# first, to time it apart, and count the processes it starts.
 
 SCRIPT = """
 import time
@@ -541,13 +538,11 @@ for name, (_, notes) in runs.items():
 
 # %%
 # Each column is one process, as listed above; each row a part of its start, in seconds,
-# in the order the script met them (an empty cell: that process has no such part).
-# "start to result" is their sum, and "exit" comes after the result. The lines under the
-# table count the FX graph cache's hits and misses (the first process found nothing, the
-# second the loaded entries, the package's never look) and the processes that the
-# package's device check started. Below: what the package skips (the artifacts process's
-# parts that no package process has) and what each package process spends in its loader
-# instead (its parts that the artifacts process has not); then each start as a bar.
+# in the order the script met them (empty: no such part). "start to result" is their sum;
+# "exit" comes after the result. Under the table: the FX graph cache's hits and misses
+# (the package's processes never look) and the processes the device check started. Below:
+# what the package skips (the artifacts process's parts that no package process has),
+# what each package process spends in its loader instead, and each start as a bar.
 
 saved = sum(seconds for part, seconds in artifacts.items() if part not in fresh)
 print(f"What the package skips: the artifacts' model, Dynamo, compiling: {saved:.2f} s")
@@ -600,25 +595,26 @@ plt.show()
 #   to a narrower instruction set.
 # * **The C++ loader**: a C++ server (``torch::inductor::AOTIModelPackageLoader``) never
 #   runs the Python device check. From Python that class is private; a server that uses
-#   it, as process 5 did, gives up the mismatch warning, so it checks what matters itself:
-#   the script asserts the PyTorch version and the GPU's compute capability it reads from
-#   the package's metadata.
+#   it, as process 5 did, gives up the mismatch warning, so it checks what matters itself
+#   (the script asserts the package's PyTorch version and GPU compute capability).
 #
 # Steady state
 # ------------
 #
 # Once running, what does each path cost per call? The page loads the package into this
-# process and compiles the model here with ``torch.compile``, its batch marked dynamic as
-# in the fresh processes, after loading the cache artifacts that process 1 saved (this
-# compilation is not timed). Each is also called once with a batch of 2, the smallest in
-# the exported range, and the page asserts that Dynamo compiled nothing new while it
-# timed.
+# process twice, the second time with ``run_single_threaded=True`` (explained below), and
+# compiles the model here with ``torch.compile``, its batch marked dynamic as in the fresh
+# processes, after loading the cache artifacts that process 1 saved (this compilation is
+# not timed). Each is also called once with a batch of 2, the smallest in the exported
+# range, and the page asserts that Dynamo compiled nothing new while it timed.
 
 torch.compiler.load_cache_artifacts((work_dir / "artifacts.bin").read_bytes())
 torch._dynamo.mark_dynamic(x, 0)
 compiled = torch.compile(model)
 loaded = torch._inductor.aoti_load_package(str(package))
+single = torch._inductor.aoti_load_package(str(package), run_single_threaded=True)
 variants = {"eager": model, "torch.compile": compiled, "AOTInductor package": loaded}
+variants["package, run_single_threaded"] = single
 times, profs = {}, {}
 PROFILED = 10 if device == "cuda" else 5
 with torch.no_grad():
@@ -630,7 +626,8 @@ with torch.no_grad():
 headers = ["steady state", f"batch {BATCH} (ms)", "spread (ms)", "GPU busy (%)"]
 print(f"{device_name}, torch {torch.__version__}, medians of back-to-back calls")
 print(tabulate([[name, *t] for name, t in times.items()], headers, "github", ".3f"))
-for pair in [("torch.compile", "eager"), ("AOTInductor package", "torch.compile")]:
+pairs = [("torch.compile", "eager"), ("AOTInductor package", "torch.compile")]
+for pair in pairs + [("package, run_single_threaded", "AOTInductor package")]:
     attribute(*sorted(pair, key=lambda n: -times[n][0]), times, profs, PROFILED)
 
 # %%
@@ -641,7 +638,12 @@ for pair in [("torch.compile", "eager"), ("AOTInductor package", "torch.compile"
 # code passes through its guards and Python wrapper (``TorchDynamo Cache Lookup``,
 # ``Torch-Compiled Region``); the package runs the same kind of generated kernels from
 # its C++ wrapper, with no guards, after a Python entry point that flattens the inputs
-# and outputs.
+# and outputs. A loaded package also holds one *instance* of the compiled model (by
+# default) with an event that marks the end of its last run on the GPU; a call whose
+# instance is still running waits for that event (``cudaEventSynchronize``) before it
+# launches anything, so back-to-back calls do not queue ahead on the GPU, and each call's
+# CPU work between them shows as GPU idle time. ``run_single_threaded=True`` skips the
+# instances and their events: safe only when one thread at a time calls the package.
 #
 # Same function
 # -------------
@@ -740,10 +742,8 @@ assert len(bounds["raised"]) == 2, bounds
 #   <https://docs.pytorch.org/docs/stable/torch.compiler_aot_inductor.html>`__
 # * `Control flow: torch.cond
 #   <https://docs.pytorch.org/docs/stable/cond.html>`__
-# * `Draft export, for debugging data-dependent errors
-#   <https://docs.pytorch.org/docs/stable/draft_export.html>`__
 
-del variants, loaded  # a loaded package keeps its unpacked files until released
+del variants, loaded, single  # a loaded package keeps its unpacked files until released
 work.cleanup()  # the package, the scripts, the caches and the outputs
 
 # sphinx_gallery_thumbnail_number = 1

@@ -170,10 +170,15 @@ if device == "cpu":
 # A row slower than the row above it beyond both rows' spread is taken apart:
 # ``attribute`` diffs the two rows' profiles and names the parts whose time per step grew
 # most, and how much of the difference they cover: self CPU time of each operator and
-# range (such as ``Torch-Compiled Region``) and of the Python outside them when the slower
-# step is bound by the CPU, kernel time when it is bound by the GPU. ``show`` prints a table with the speedup over
-# the first row, one such line per row, and a chart of the step times (on a GPU, each bar
-# split into its busy and idle shares).
+# range (such as ``Torch-Compiled Region``) and of the Python outside them, or kernel
+# time when the GPU's busy time grew by at least half the gap. ``show`` prints a table
+# with the speedup over the first row, one such line per row, and a chart of the step
+# times (on a GPU, each bar split into its busy and idle shares).
+
+
+# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
+# may run the same products in kernels of different names.
+GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
 
 
 def attribute(name, ref, times, profs, steps):
@@ -195,6 +200,7 @@ def attribute(name, ref, times, profs, steps):
                     e.device_type == DeviceType.CUDA and not e.is_user_annotation
                 )
             key = "Python outside operators" if e.key == "ProfilerStep*" else e.key
+            key = "matmul kernels (all)" if gpu and GEMM.search(key) else key
             parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
     top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
     grew = [(k, ms) for k, ms in top if ms > 0]

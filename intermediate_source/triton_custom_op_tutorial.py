@@ -170,8 +170,13 @@ def fwd_bwd(fn, args, inputs, grads):
 # ``attribute`` is the page's one reading of a comparison, the same on every page of this
 # site. It takes two rows, and the slower one is slower only when the gap exceeds both
 # rows' spread; then it diffs the two profiles, operator by operator (kernel time when
-# the slower step keeps the GPU busy, self CPU time otherwise), and names the parts that
-# grew most, in ms per step, with the share of the gap they cover.
+# the GPU's busy time grew by at least half the gap, self CPU time otherwise), and names
+# the parts that grew most, in ms per step, with the share of the gap they cover.
+
+
+# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
+# may run the same products in kernels of different names.
+GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
 
 
 def attribute(a, b, times, profs, steps):
@@ -190,10 +195,9 @@ def attribute(a, b, times, profs, steps):
             kernel = e.device_type.name == "CUDA" and not e.is_user_annotation
             us = e.self_device_time_total * kernel if gpu else e.self_cpu_time_total
             key = re.sub(r"CompiledFxGraph \w+", "CompiledFxGraph", e.key)  # no hash
+            key = "matmul kernels (all)" if gpu and GEMM.search(key) else key
             parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
-    grew = [
-        (k, ms) for k, ms in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if ms > 0
-    ]
+    grew = [kv for kv in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if kv[1] > 0]
     covered = sum(ms for _, ms in grew)
     named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
     print(

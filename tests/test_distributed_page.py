@@ -1,11 +1,12 @@
 """The distributed page's measuring and reading helpers, on the CPU, without torchrun and
 without a build: the functions are taken from the page's source, as a reader sees them.
 
-``measure`` must work without CUDA, leave the garbage collector on, and sort kernels into
-NCCL and compute; ``run_variant`` must split exposed communication into transfer and
-waiting for the other rank from both ranks' NCCL kernels; ``read`` must leave out the
-GPU columns on a CPU, give each rank a verdict on GPUs, and ``attribute`` must call a gap
-slower only beyond the spread and then name the parts of the profile that grew.
+``measure`` must work without CUDA, leave the garbage collector on, sort kernels into
+NCCL and compute, and add up compute kernels by the range that launched them;
+``run_variant`` must split exposed communication into transfer and waiting for the
+other rank from both ranks' NCCL kernels; ``read`` must leave out the GPU columns on a
+CPU, give each rank a verdict on GPUs, and ``attribute`` must call a gap slower only
+beyond the spread and then name the parts of the profile that grew.
 """
 
 import ast
@@ -28,9 +29,10 @@ def page_namespace(**globals_):
     workers get the same from WORKER_HEADER), run in a fresh namespace."""
     tree = ast.parse(PAGE.read_text(encoding="utf-8"))
     keep = (ast.Import, ast.ImportFrom, ast.FunctionDef)
-    names = {"MATMUL"}
+    names = {"MATMUL", "LAUNCHERS"}
     assigned = [n for n in tree.body if isinstance(n, ast.Assign)]
-    keep_nodes = [n for n in assigned if ast.unparse(n.targets) in names]
+    # Assignments to those names, and to their items (`LAUNCHERS[key] = ...`).
+    keep_nodes = [n for n in assigned if ast.unparse(n.targets).split("[")[0] in names]
     module = ast.Module(
         [n for n in tree.body if isinstance(n, keep) or n in keep_nodes], []
     )
@@ -62,7 +64,8 @@ def test_measure_on_cpu():
 
 class FakeProfile:
     """Stands in for torch.profiler.profile: a compute kernel, an NCCL kernel, a GPU
-    annotation and a CPU-side launch, in us."""
+    annotation, a CPU-side launch, and CPU operators with the kernels they launched
+    under FSDP2's, the optimizer's and a compiled graph's ranges, in us."""
 
     def __init__(self, activities):
         self.activities = activities
@@ -87,19 +90,43 @@ class FakeProfile:
         return [average("aten::mm", 5, 9), average("sm90_gemm", 0, 9, "CUDA")]
 
     def events(self):
-        def event(name, start, end, device="CPU", annotation=False):
+        def event(name, start=0, end=0, device="CPU", annotation=False, **kwargs):
             return SimpleNamespace(
                 name=name,
                 device_type=SimpleNamespace(name=device),
                 time_range=SimpleNamespace(start=start, end=end),
                 is_user_annotation=annotation,
+                kernels=[
+                    SimpleNamespace(name=k, duration=us) for k, us in kwargs.items()
+                ],
+                cpu_parent=None,
             )
 
+        fsdp = event("FSDP::all_gather_copy_out (blocks.0)")
+        opt = event("Optimizer.step#AdamW.step")
+        graph = event("CompiledFunctionBackward")
+        call = event("## Call CompiledFxGraph fabc ##")
+        call.cpu_parent = graph
+        launched = [  # operator, its range, its kernels (us)
+            (event("aten::mm", sm90_gemm=100), None),
+            (event("aten::add", elementwise_kernel=20), None),
+            (event("aten::split_with_sizes_copy", split_copy=40), fsdp),
+            (event("aten::_fused_adamw_", multi_tensor_apply_kernel=60), opt),
+            (event("triton_poi_fused_add_0", triton_poi_fused_add_0=30), call),
+            (event("nccl:all_gather", ncclDevKernel_AllGather=100), fsdp),
+        ]
+        for op, parent in launched:
+            op.cpu_parent = parent
         return [
             event("sm90_gemm", 0, 100, "CUDA"),
             event("ncclDevKernel_AllGather_RING_LL", 50, 150, "CUDA"),
             event("FSDP::pre_forward (blocks.0)", 0, 400, "CUDA", annotation=True),
             event("cudaLaunchKernel", 0, 5),
+            fsdp,
+            opt,
+            graph,
+            call,
+            *(op for op, _ in launched),
         ]
 
 
@@ -109,7 +136,14 @@ def test_measure_sorts_kernels(monkeypatch):
     out = ns["measure"](lambda: None, torch.device("cuda", 0), CFG)
     assert out["nccl"] == [("ncclDevKernel_AllGather_RING_LL", 50, 150)]
     assert out["compute"] == [("sm90_gemm", 0, 100)]
-    assert out["matmul"] == [(0, 100)]  # cuBLAS's kernel, by its name
+    by = {k: round(v, 6) for k, v in out["by"].items() if v}  # ms per profiled step
+    assert by == {
+        "matmul and attention": 0.05,  # cuBLAS's kernel, by its name
+        "eager operators": 0.01,  # no range of LAUNCHERS above aten::add
+        "FSDP2's hooks": 0.02,  # the NCCL kernel is not counted here
+        "optimizer step": 0.03,
+        "compiled graphs": 0.015,  # found two levels up
+    }
     assert out["ops"] == {"aten::mm": (5, 0), "sm90_gemm": (0, 9)}
 
 
@@ -131,7 +165,6 @@ def test_run_variant_splits_exposed_communication(one_process_group, monkeypatch
             ("ncclKernel_AllGather", 0, 3000),
         ],
         compute=[("gemm", 2000, 5000)],
-        matmul=[(2000, 4000)],
     )
 
     def fake_measure(step, dev, cfg):
@@ -142,14 +175,12 @@ def test_run_variant_splits_exposed_communication(one_process_group, monkeypatch
         every[:] = [mine, [1000, 1000]]  # the other rank: AllGather, ReduceScatter
 
     monkeypatch.setattr(dist, "all_gather_object", fake_all_gather_object)
-    ns = page_namespace(measure=fake_measure, COMPILED_GRAPHS=[])
+    ns = page_namespace(measure=fake_measure)
     ref_grads = {"head.weight": torch.ones(cfg["vocab"], cfg["width"])}
     out = ns["run_variant"]("DDP, eager", cfg, torch.device("cpu"), ref_grads)
-    keys = ("busy", "compute", "matmul", "wait", "transfer", "idle")
+    keys = ("busy", "compute", "wait", "transfer", "idle")
     got = {k: round(out[k], 6) for k in keys}
-    assert got == dict(
-        busy=6.0, compute=3.0, matmul=2.0, wait=2.0, transfer=1.0, idle=4.0
-    )
+    assert got == dict(busy=6.0, compute=3.0, wait=2.0, transfer=1.0, idle=4.0)
     assert out["aligned"] and out["grad_worst"] == "head.weight"
     assert out["dynamo"] == 0 and out["compiled"] == 0
 
@@ -168,7 +199,10 @@ def rows(gpu, grad_err=1e-6):
         if gpu:
             r.update(zip(("compute", "transfer", "wait", "idle"), parts))
             r["busy"] = r["wall"] - r["idle"]
-            r["matmul"] = r["compute"] - 1.0  # 1 ms of other kernels per step
+            r["by"] = {
+                "matmul and attention": r["compute"] - 1.0,
+                "optimizer step": 1.0,
+            }
         out[name] = [dict(r, rank=0), dict(r, rank=1)]
     return out
 
@@ -198,14 +232,11 @@ def test_read(gpu, capsys):
     if gpu:
         row = ns["rows"]
         assert [row[n][0]["bound"] for n in row] == ["compute", "CPU", "communication"]
-        # Removing the 1 ms of other kernels from the 10 ms profiled step: at best 1.11x
-        assert (
-            "eager: compute 9.5 ms per step, of it matmul and attention 8.5 ms" in out
-        )
-        assert (
-            "the other kernels (1.0 ms) are all that fusing can shrink: at best 1.11x"
-            in out
-        )
+        # The kernel table: one row per launcher, "rank 0 / rank 1" per variant.
+        kernels = next(s for s in out.splitlines() if s.startswith("| matmul and"))
+        assert kernels.split("|")[2].strip() == "8.5 / 8.5"
+        optimizer = next(s for s in out.splitlines() if s.startswith("| optimizer"))
+        assert optimizer.split("|")[4].strip() == "1.0 / 1.0"
         assert row["eager"][0]["mfu"] == pytest.approx(
             10.0
         )  # 1e12 FLOP in 10 ms of 1e15
