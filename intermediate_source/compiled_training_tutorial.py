@@ -294,6 +294,10 @@ def step_and_busy(step, steps=5):
 # ``ProfilerStep*``, is the step's time outside every other range: Python, and C++ work
 # that records no range of its own. ``cpu_parts`` lists, the same way, where one row's
 # own CPU time goes.
+# The parts named can add up to more than the gap, the rest then netting negative: self
+# CPU time is not all on a step's critical path. A CPU that runs ahead of its GPU waits
+# for it (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``) or works while kernels
+# run, so where a row keeps its GPU busy, its CPU time moves by more than its step does.
 
 
 def per_step(prof, steps, gpu=False):

@@ -107,8 +107,13 @@ print(f"torch {torch.__version__} on {device} ({device_name})")
 # the spread it says so; beyond it, it diffs the two profiles' *self CPU time* per step of
 # every operator and range (kernel time where the GPU's busy time grew by at least half
 # the gap, cuBLAS's matmul kernels as one part) and prints what grew most, and how much
-# of the gap that covers. ``captured_logs`` turns log artifacts on in-process
-# (the switches of ``TORCH_LOGS``) and collects what they print; ``show`` prints the lines
+# of the gap that covers.
+# The parts named can add up to more than the gap, the rest then netting negative: self
+# CPU time is not all on a step's critical path. A CPU that runs ahead of its GPU waits
+# for it (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``) or works while kernels
+# run, so where a row keeps its GPU busy, its CPU time moves by more than its step does.
+# ``captured_logs`` turns log artifacts on in-process (the switches of ``TORCH_LOGS``)
+# and collects what they print; ``show`` prints the lines
 # we ask for, without the log prefix and the directories of file names.
 
 activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")

@@ -471,7 +471,11 @@ def launch(timeout=600):
 # to the profiled loop's wall time per step. A second table gives, per variant and
 # rank, the kernel time per step of matmul and attention and of the other kernels,
 # summed by what launched them ("What compiling can still reach", below, explains its
-# rows). Kernels on different streams may overlap, so its sums can exceed ``compute``.
+# rows). Kernels on different streams may overlap, so its sums can exceed ``compute``; a
+# kernel's duration includes any slowdown from a collective running beside it on the
+# same GPU, so the same kernels can add up differently on the two ranks. Two profiled
+# steps are a small sample: a pause on one rank shows as idle time there and as waiting
+# on the other. The step and spread columns come from the unprofiled windows.
 #
 # ``attribute`` is the page's one way of explaining a slower row. It compares a row
 # with its reference on the same rank: a gap inside either row's spread is called

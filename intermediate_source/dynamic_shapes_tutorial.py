@@ -108,6 +108,10 @@ warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
 # each operator and range (``Torch-Compiled Region``, a compiled graph's call, a CUDA
 # graph's replay), or kernel time (cuBLAS's matmul kernels as one part) when the GPU's
 # busy time grew by at least half the gap.
+# The parts named can add up to more than the gap, the rest then netting negative: self
+# CPU time is not all on a step's critical path. A CPU that runs ahead of its GPU waits
+# for it (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``) or works while kernels
+# run, so where a row keeps its GPU busy, its CPU time moves by more than its step does.
 
 LOG_PREFIX = re.compile(r"^[VIWEDC]\d{4} \S+ \d+ \S+\] (\[\d+/\d+\] )?(\[__\w+\] )?")
 DIRS = re.compile(r"(?<![\w:/.])/(?:[^\s/\"']+/)+")
