@@ -2,7 +2,7 @@
 #
 #   make html                    build the whole site, executing every tutorial (GPU if present)
 #   make test                    run the test suite
-#   make test-all                the test suite and the tests marked slow (CI runs this)
+#   make test-all                the test suite and the tests marked slow (every notebook on a kernel)
 #   make html-noplot             build without executing anything (fast; for prose and layout)
 #   make html-one PATTERN=foreach  execute only the tutorials whose path matches PATTERN
 #   make html JOBS=2             execute two tutorials at a time (faster on a CPU, but their
@@ -109,7 +109,8 @@ serve:
 test: $(ENV_READY) $(TEST_ENV_READY) axe
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The tests marked slow too (every notebook on a kernel, not one per gallery): CI runs this.
+# The tests marked slow too (every notebook on a kernel, not one per gallery): GitHub's test
+# workflow runs this; .ci/run runs `make test`.
 test-all: $(ENV_READY) $(TEST_ENV_READY) axe
 	$(PY) -m pytest $(PYTEST_ARGS) -m "slow or not slow"
 

@@ -5,15 +5,20 @@ tests exercise the same entry point a reader uses. The compile cache and sphinx-
 checksum cache are the project's own: a second ``make test`` re-executes nothing that
 did not change.
 
-The notebook tests' kernels start as soon as the site is built, before the first test, and
-run in the background while the other tests read the site: the browser tests leave much of
-the CPU idle, waiting on Chromium. Each notebook test then waits for its own kernel run.
+The build starts in the background as soon as the tests are collected, and the tests that
+do not read the site run first, while it executes the tutorials: a build leaves part of a
+2-core CPU idle (a gallery's last tutorial runs alone, Sphinx writes the pages on one
+core). The tests that read the site come last (``built_site`` waits for the build).
+The notebook tests' kernels start as soon as the site is built and run in the background
+while the other tests read the site: the browser tests leave much of the CPU idle,
+waiting on Chromium. Each notebook test then waits for its own kernel run.
 """
 
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -48,14 +53,62 @@ def make(*args, cwd=ROOT, env=None, check=True):
     return proc
 
 
-@pytest.fixture(scope="session")
-def built_site():
-    """Build the whole site once, executing every tutorial; return (html dir, build output)."""
+# The build of the site, started in the background when the tests are collected.
+BUILD = {}
+
+
+def start_build():
+    """Start ``make html`` of the test site in the background (once per session)."""
+    if BUILD:
+        return
     # JOBS at a time: the tests check what the pages compute, not their timings. One at a
     # time where a GPU is present, so that no two tutorials size their work to the same memory.
     jobs = 1 if shutil.which("nvidia-smi") else JOBS
-    proc = make("html", f"BUILDDIR={TEST_BUILDDIR}", f"JOBS={jobs}")
-    return ROOT / TEST_BUILDDIR / "html", proc.stdout + proc.stderr
+    cmd = ["make", f"PYTHON={sys.executable}", "html", f"BUILDDIR={TEST_BUILDDIR}"]
+    output = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(
+        [*cmd, f"JOBS={jobs}"],
+        cwd=ROOT,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    BUILD.update(proc=proc, output=output, cmd=" ".join(cmd))
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected
+def pytest_collection_modifyitems(session, config, items):
+    """Tests that read the built site run last; the build starts now, in the background."""
+    site = [item for item in items if "built_site" in getattr(item, "fixturenames", ())]
+    if site:
+        items[:] = [item for item in items if item not in site] + site
+        if not config.option.collectonly:
+            start_build()
+
+
+def pytest_sessionfinish(session):
+    """An interrupted session stops the build and the notebook runs not yet started."""
+    proc = BUILD.get("proc")
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+    for run in NOTEBOOK_RUNS.values():
+        run.cancel()
+
+
+@pytest.fixture(scope="session")
+def built_site(request, tmp_path_factory):
+    """Wait for the build of the whole site (every tutorial executed), start the selected
+    notebooks' kernel runs; return (html dir, build output)."""
+    start_build()  # a no-op when collection started it
+    BUILD["proc"].wait()
+    BUILD["output"].seek(0)
+    output = BUILD["output"].read()
+    if BUILD["proc"].returncode != 0:
+        tail = "\n".join(output.splitlines()[-60:])
+        pytest.fail(f"{BUILD['cmd']} exited {BUILD['proc'].returncode}:\n{tail}")
+    site = ROOT / TEST_BUILDDIR / "html"
+    start_notebooks(request.session, site, tmp_path_factory)
+    return site, output
 
 
 # Seconds one notebook cell may take; the slowest cells compile with torch.compile on CPU.
@@ -82,32 +135,29 @@ def run_notebook(site, source, workdir):
     return notebook
 
 
-@pytest.fixture(scope="session", autouse=True)
-def notebook_runs(request, tmp_path_factory):
+@pytest.fixture(scope="session")
+def notebook_runs(built_site):
     """{source: future of its executed notebook} for the notebook tests selected, started
-    with the first test of the session (after the build), JOBS at a time."""
+    as soon as the site is built (by ``built_site``), JOBS at a time."""
+    return NOTEBOOK_RUNS
+
+
+# The notebook runs of the selected notebook tests, started by ``built_site``.
+NOTEBOOK_RUNS = {}
+
+
+def start_notebooks(session, site, tmp_path_factory):
     selected = [
         item.callspec.params["source"]
-        for item in request.session.items
+        for item in session.items
         if item.originalname == "test_notebook_runs"
     ]
     if selected:
-        try:
-            site, _ = request.getfixturevalue("built_site")
-        except pytest.fail.Exception:
-            # The build failed: each test that reads the site, these included, reports it.
-            selected = []
-    if not selected:
-        yield {}
-        return
-    pool = ThreadPoolExecutor(max_workers=JOBS)
-    yield {
-        source: pool.submit(
-            run_notebook, site, source, tmp_path_factory.mktemp(source.stem)
-        )
-        for source in selected
-    }
-    pool.shutdown(cancel_futures=True)
+        pool = ThreadPoolExecutor(max_workers=JOBS)
+        for source in selected:
+            workdir = tmp_path_factory.mktemp(source.stem)
+            NOTEBOOK_RUNS[source] = pool.submit(run_notebook, site, source, workdir)
+        pool.shutdown(wait=False)  # the threads finish the queued runs
 
 
 # {examples folder: gallery folder}, as conf.py pairs them.

@@ -14,13 +14,16 @@ The build has already executed every tutorial's code once; what a kernel run add
 notebook form (the generated cells, the install cell, a fresh kernel in an empty folder),
 which is the same machinery for every tutorial. So the default suite runs the quickest
 notebook of each gallery (by the committed CPU run records, tools/gallery.py; the smallest
-file where none exists), and the rest are marked ``slow``: ``make test-all`` (which CI's
-.ci/run uses) runs them all.
+file where none exists), and the rest are marked ``slow``: ``make test-all`` (GitHub's
+test workflow) runs them all. ``make test`` (and CI's .ci/run) checks every notebook's code
+against its script instead (``test_notebook_holds_the_scripts_code``): what the build ran.
 """
 
 import nbclient
+import nbformat
 import pytest
 from conftest import ROOT, tutorial_sources
+from sphinx_gallery.py_source_parser import split_code_and_text_blocks
 
 from tools import gallery
 
@@ -68,3 +71,27 @@ def test_notebook_runs(built_site, notebook_runs, source):
 
     code_cells = [c for c in notebook.cells if c.cell_type == "code"]
     assert code_cells and all(c.execution_count for c in code_cells)
+
+
+def code_lines(text):
+    """A code block's lines, without blank lines and sphinx-gallery's config comments."""
+    lines = (ln.rstrip() for ln in text.splitlines())
+    return [
+        ln for ln in lines if ln and not ln.lstrip().startswith("# sphinx_gallery_")
+    ]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=str)
+def test_notebook_holds_the_scripts_code(built_site, source):
+    """Every notebook's code cells after the install cell are the tutorial's code blocks,
+    split as the build split them to execute them, and none reads ``__file__`` (a kernel
+    has none). With the build's run of every script and the kernel runs above, this
+    covers every notebook in ``make test``; ``make test-all`` runs each on a kernel."""
+    site, _ = built_site
+    (path,) = sorted((site / "_downloads").rglob(f"{source.stem}.ipynb"))
+    notebook = nbformat.read(path, as_version=4)
+    cells = [code_lines(c.source) for c in notebook.cells if c.cell_type == "code"]
+    blocks = split_code_and_text_blocks(str(ROOT / source))[1]
+    code = [code_lines(text) for label, text, _ in blocks if label == "code"]
+    assert [c for c in cells[1:] if c] == [c for c in code if c]
+    assert not any("__file__" in line for cell in cells for line in cell)
