@@ -11,12 +11,14 @@ every page, comes from npm at the version tests/package-lock.json pins (``make t
 runs ``npm ci --prefix tests`` when npm is there; ``.ci/run`` installs npm).
 """
 
+import contextlib
 import functools
 import http.server
 import os
 import re
 import shutil
 import threading
+from concurrent.futures import Future
 from urllib.parse import urljoin, urlsplit
 
 import nbformat
@@ -62,9 +64,9 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         super().send_error(code, message, explain)
 
 
-@pytest.fixture(scope="module")
-def site_server(built_site):
-    site, _ = built_site
+@contextlib.contextmanager
+def serving(site):
+    """Serve the site from 127.0.0.1 on a free port; yield (base URL, failed requests)."""
     failures = []
     handler = type("Handler", (_QuietHandler,), {"failures": failures})
     server = http.server.ThreadingHTTPServer(
@@ -72,23 +74,30 @@ def site_server(built_site):
     )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    base = f"http://127.0.0.1:{server.server_address[1]}/"
-    yield base, failures
+    yield f"http://127.0.0.1:{server.server_address[1]}/", failures
     server.shutdown()
     server.server_close()
 
 
 @pytest.fixture(scope="module")
+def site_server(built_site):
+    with serving(built_site[0]) as server:
+        yield server
+
+
+def find_chromium():
+    """Debian's chromium first (.ci/run installs it); GitHub's Ubuntu runners ship Chrome."""
+    names = ("chromium", "chromium-browser", "google-chrome")
+    return next(filter(None, map(shutil.which, names)), None)
+
+
+@pytest.fixture(scope="module")
 def browser():
-    # Debian's chromium first (.ci/run installs it); GitHub's Ubuntu runners ship Chrome.
-    found = (
-        shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
-    )
-    chromium = next((path for path in found if path), None)
-    if chromium is None:
+    executable = find_chromium()
+    if executable is None:
         missing("Debian's chromium is not installed (apt-get install chromium)")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
 
@@ -375,20 +384,22 @@ def axe_source():
     return AXE.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("mode", ["light", "dark"])
-@pytest.mark.parametrize("path", PAGES)
-def test_no_serious_accessibility_violations(page, axe_source, path, mode):
-    """axe-core finds no serious or critical violation (WCAG 2.x A and AA, and axe's
-    best practices) on the page, in the theme's light and dark modes."""
+def axe_problems(browser, base, axe_source, path, mode):
+    """The serious and critical axe-core violations of a page in a color mode."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.route(re.compile("^(?!" + re.escape(base) + ")"), lambda r: r.abort())
+    context.set_default_timeout(15_000)
+    page = context.new_page()
     # The theme's default mode is "auto": it follows the reader's system setting.
     page.emulate_media(color_scheme=mode)
-    open_page(page, path)
-    wait_until_settled(page)
+    page.goto(urljoin(base, path), wait_until="load")
+    page.wait_for_function(SETTLED)
     assert page.evaluate("document.documentElement.dataset.theme") == mode
     page.add_script_tag(content=axe_source)
     result = page.evaluate(
         "async () => await axe.run(document, {resultTypes: ['violations']})"
     )
+    context.close()
     problems = []
     for violation in result["violations"]:
         if violation["impact"] not in AXE_FAILING_IMPACTS:
@@ -399,4 +410,48 @@ def test_no_serious_accessibility_violations(page, axe_source, path, mode):
             f"({len(violation['nodes'])} elements, e.g. {'; '.join(targets)})\n"
             f"  first: {' '.join(violation['nodes'][0]['failureSummary'].split())}"
         )
+    return problems
+
+
+@pytest.fixture(scope="module", autouse=True)
+def axe_runs(built_site):
+    """{(page, mode): future of its problems}: every page checked by axe-core in both
+    modes, in a thread with its own Chromium and its own server that starts with this
+    module's first test, so that the checks run while the other browser tests do (they
+    leave much of a 2-core CPU idle). Without axe-core or Chromium: nothing to run."""
+    executable = find_chromium()
+    if not AXE.is_file() or executable is None:
+        yield {}
+        return
+    axe_source = AXE.read_text(encoding="utf-8")
+    futures = {(path, mode): Future() for path in PAGES for mode in ("light", "dark")}
+
+    def check_all():
+        with serving(built_site[0]) as (base, _), sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+            for (path, mode), future in futures.items():
+                if not future.set_running_or_notify_cancel():
+                    continue  # cancelled: the module ended early
+                try:
+                    problems = axe_problems(browser, base, axe_source, path, mode)
+                    future.set_result(problems)
+                except Exception as error:  # reported by that page's test
+                    future.set_exception(error)
+            browser.close()
+
+    thread = threading.Thread(target=check_all, daemon=True)
+    thread.start()
+    yield futures
+    for future in futures.values():
+        future.cancel()
+    thread.join()
+
+
+@pytest.mark.parametrize("mode", ["light", "dark"])
+@pytest.mark.parametrize("path", PAGES)
+def test_no_serious_accessibility_violations(axe_runs, axe_source, browser, path, mode):
+    """axe-core finds no serious or critical violation (WCAG 2.x A and AA, and axe's
+    best practices) on the page, in the theme's light and dark modes."""
+    # axe_source and browser: the test skips (or, on CI, fails) without them.
+    problems = axe_runs[(path, mode)].result()
     assert not problems, "\n".join(problems)
