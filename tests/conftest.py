@@ -6,9 +6,10 @@ checksum cache are the project's own: a second ``make test`` re-executes nothing
 did not change.
 
 The build starts in the background as soon as the tests are collected, and the tests that
-do not read the site run first, while it executes the tutorials: a build leaves part of a
-2-core CPU idle (a gallery's last tutorial runs alone, Sphinx writes the pages on one
-core). The tests that read the site come last (``built_site`` waits for the build).
+do not read the site run first, while it executes the tutorials, at a lower priority
+(``os.nice``): a build leaves part of a 2-core CPU idle (a gallery's last tutorial runs
+alone, Sphinx writes the pages on one core), and they fill it without slowing the build.
+The tests that read the site come last (``built_site`` waits for the build).
 The notebook tests' kernels start as soon as the site is built and run in the background
 while the other tests read the site: the browser tests leave much of the CPU idle,
 waiting on Chromium. Each notebook test then waits for its own kernel run.
@@ -84,6 +85,10 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = [item for item in items if item not in site] + site
         if not config.option.collectonly:
             start_build()
+            # The build is the longest path: what runs beside it (these tests, and the
+            # processes they start) yields the CPU to it. A process may only raise its own
+            # niceness, so the build, started first, keeps the default.
+            os.nice(10)
 
 
 def pytest_sessionfinish(session):
