@@ -123,9 +123,14 @@ def _descendants(pid=None):
 
 
 def total_mib(kind, known=()):
-    """This process's memory and that of every process below it but ``known``, now (MiB)."""
-    own = _process_mib(kind) or 0.0
+    """This process's memory and that of every process below it but ``known``, now (MiB).
+
+    The processes are listed before any is read: a process that forks between the two
+    then counts its shared pages in its new, halved share, and the child not at all (the
+    next sample sees both). Read first, the parent's whole share and the child's half
+    would count the shared pages one and a half times."""
     kids = [pid for pid in _descendants() if pid not in known]
+    own = _process_mib(kind) or 0.0
     return own + sum(_process_mib(kind, pid) or 0.0 for pid in kids)
 
 
