@@ -42,15 +42,25 @@ for _name in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS"):
     os.environ.pop(_name, None)
 
 
+def make_command(*args):
+    """``make`` with this interpreter: the command line."""
+    return ["make", f"PYTHON={sys.executable}", *args]
+
+
+def fail_make(cmd, returncode, output):
+    """Fail the test with the command, its exit status and the end of its output."""
+    tail = "\n".join(output.splitlines()[-60:])
+    pytest.fail(f"{' '.join(cmd)} exited {returncode}:\n{tail}")
+
+
 def make(*args, cwd=ROOT, env=None, check=True):
     """Run ``make`` with this interpreter; return the CompletedProcess (output captured)."""
-    cmd = ["make", f"PYTHON={sys.executable}", *args]
+    cmd = make_command(*args)
     proc = subprocess.run(
         cmd, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True
     )
     if check and proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-60:])
-        pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}:\n{tail}")
+        fail_make(cmd, proc.returncode, proc.stdout + proc.stderr)
     return proc
 
 
@@ -65,16 +75,12 @@ def start_build():
     # JOBS at a time: the tests check what the pages compute, not their timings. One at a
     # time where a GPU is present, so that no two tutorials size their work to the same memory.
     jobs = 1 if shutil.which("nvidia-smi") else JOBS
-    cmd = ["make", f"PYTHON={sys.executable}", "html", f"BUILDDIR={TEST_BUILDDIR}"]
+    cmd = make_command("html", f"BUILDDIR={TEST_BUILDDIR}", f"JOBS={jobs}")
     output = tempfile.TemporaryFile("w+")
     proc = subprocess.Popen(
-        [*cmd, f"JOBS={jobs}"],
-        cwd=ROOT,
-        stdout=output,
-        stderr=subprocess.STDOUT,
-        text=True,
+        cmd, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, text=True
     )
-    BUILD.update(proc=proc, output=output, cmd=" ".join(cmd))
+    BUILD.update(proc=proc, output=output, cmd=cmd)
 
 
 @pytest.hookimpl(trylast=True)  # after -m and -k have deselected
@@ -109,8 +115,7 @@ def built_site(request, tmp_path_factory):
     BUILD["output"].seek(0)
     output = BUILD["output"].read()
     if BUILD["proc"].returncode != 0:
-        tail = "\n".join(output.splitlines()[-60:])
-        pytest.fail(f"{BUILD['cmd']} exited {BUILD['proc'].returncode}:\n{tail}")
+        fail_make(BUILD["cmd"], BUILD["proc"].returncode, output)
     site = ROOT / TEST_BUILDDIR / "html"
     start_notebooks(request.session, site, tmp_path_factory)
     return site, output
