@@ -48,8 +48,9 @@ torch.compile with DDP and FSDP2
 # node. Every gradient of that graph becomes ready at the same moment, at its end, so
 # DDP's hooks would fire together and each all-reduce would wait for the whole backward.
 # This page shows what PyTorch does about it for DDP and for FSDP2, on a decoder-only
-# transformer of about a billion parameters on GPUs (the kind of model these recipes
-# are made for, with large matrix products in every FSDP2 unit) and a tiny one on CPUs;
+# transformer built like Llama, of about a billion parameters on GPUs (the kind of model
+# these recipes are made for, with large matrix products in every FSDP2 unit) and a tiny
+# one on CPUs;
 # it checks every variant against a single-process run and takes each step apart on
 # both ranks.
 #
@@ -111,7 +112,7 @@ else:
     # 1 MB DDP buckets (the smallest DDPOptimizer accepts) still cut this model in pieces.
     cfg = dict(backend="gloo", dtype="float32", width=128, heads=4, depth=2)
     cfg.update(vocab=1024, seq=64, batch=4, bucket_mb=1, steps=2, lr=1e-3)
-cfg.update(world=2, check=3, windows=7, profiled=2)
+cfg.update(world=2, check=3, windows=11, profiled=2)
 print(f"Path: {where}; torch {torch.__version__}; 2 processes")
 print(", ".join(f"{k} {v}" for k, v in cfg.items() if k != "backend"))
 
@@ -119,8 +120,16 @@ print(", ".join(f"{k} {v}" for k, v in cfg.items() if k != "backend"))
 # The model, the data and the training step
 # -----------------------------------------
 #
-# Token and position embeddings, blocks of causal self-attention and an MLP, each
-# behind an RMSNorm and a residual connection, a final norm and an output layer.
+# A token embedding, then blocks built as in Llama (the model TorchTitan trains): causal
+# self-attention with **rotary position embeddings** and a **SwiGLU** MLP, each behind an
+# RMSNorm and a residual connection; a final norm and an output layer. The rotary
+# embedding turns each pair of query and key channels (``i`` and ``i + half`` of a head)
+# by an angle that grows with the token's position, so that attention scores depend on
+# how far apart two tokens are; its cosine and sine tables are computed once in
+# ``make_model``, outside any module, so neither DDP nor FSDP2 syncs or shards them.
+# SwiGLU multiplies ``silu`` of one projection by another (``up`` computes both). Both
+# are chains of elementwise operators between the matrix products, in eager mode one
+# kernel and one trip through memory each.
 # ``nn.Sequential`` given an ``OrderedDict`` registers the layers by name, so the classes
 # need only a ``forward`` (``fully_shard`` in PyTorch 2.9 refuses ``nn.ModuleDict``).
 # Every process builds the model from the same seed, on its device, and draws the same
@@ -136,20 +145,26 @@ print(", ".join(f"{k} {v}" for k, v in cfg.items() if k != "backend"))
 
 def make_model(cfg):
     # The classes live inside the function so that its source carries them to the worker.
-    heads, d = cfg["heads"], cfg["width"]
+    heads, d, ffn = cfg["heads"], cfg["width"], 256 * -(-8 * cfg["width"] // 768)
+    half = d // heads // 2  # rotary embedding: channel i and i + half turn together
+    angle = torch.arange(cfg["seq"])[:, None] * 10000.0 ** (-torch.arange(half) / half)
+    cos, sin = angle.cos().repeat(1, 2), torch.cat((-angle.sin(), angle.sin()), -1)
 
     class Block(nn.Sequential):
         def forward(self, x):
             b, s, _ = x.shape
             qkv = self.qkv(self.norm1(x)).view(b, s, 3, heads, d // heads)
             q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+            c, n = cos[:s].to(q.dtype), sin[:s].to(q.dtype)
+            q, k = (t * c + t.roll(half, -1) * n for t in (q, k))
             att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.proj(att.transpose(1, 2).reshape(b, s, d))
-            return x + self.down(F.gelu(self.up(self.norm2(x))))
+            gate, up = self.up(self.norm2(x)).chunk(2, dim=-1)  # SwiGLU
+            return x + self.down(F.silu(gate) * up)
 
     class Net(nn.Sequential):
         def forward(self, tokens):
-            x = self.embed(tokens) + self.pos.weight[: tokens.shape[1]]
+            x = self.embed(tokens)
             for block in self.blocks:
                 x = block(x)
             return self.head(self.norm(x))
@@ -159,10 +174,10 @@ def make_model(cfg):
     blocks = nn.ModuleList()
     for _ in range(cfg["depth"]):
         layers = dict(norm1=nn.RMSNorm(d), qkv=linear(d, 3 * d), proj=linear(d, d))
-        layers.update(norm2=nn.RMSNorm(d), up=linear(d, 4 * d), down=linear(4 * d, d))
+        layers.update(norm2=nn.RMSNorm(d), up=linear(d, 2 * ffn), down=linear(ffn, d))
         blocks.append(Block(OrderedDict(layers)))
-    net = dict(embed=nn.Embedding(cfg["vocab"], d), pos=nn.Embedding(cfg["seq"], d))
-    net.update(blocks=blocks, norm=nn.RMSNorm(d), head=linear(d, cfg["vocab"]))
+    net = dict(embed=nn.Embedding(cfg["vocab"], d), blocks=blocks)
+    net.update(norm=nn.RMSNorm(d), head=linear(d, cfg["vocab"]))
     return Net(OrderedDict(net))
 
 
@@ -193,7 +208,7 @@ def train_step(model, opt, x, y, amp=False):
 #
 # **Model FLOPs utilization** (MFU) counts the work the model needs, not what the kernels
 # happen to do: per token ``6 N + 12 L d s`` floating-point operations for forward and
-# backward, where ``N`` counts the parameters outside the two embedding tables (a lookup
+# backward, where ``N`` counts the parameters outside the embedding table (a lookup
 # is no matrix product), ``L`` the blocks, ``d`` the width and ``s`` the sequence
 # length; the second term is attention's two products, counted over the full ``s x s``
 # square as in the PaLM paper. It is divided by the step time and the GPU's dense bf16
@@ -212,8 +227,8 @@ for step, (x, y) in enumerate(make_batches(cfg)):
         grads = [(n, p.grad) for n, p in params.items() if n.startswith(checked)]
         ref_grads = {n: g.to("cpu", getattr(torch, cfg["dtype"])) for n, g in grads}
 print("reference losses:", " ".join(f"{v:.5f}" for v in ref_losses))
-TOLERANCE = {"float32": (1e-4, 1e-4), "bfloat16": (1e-2, 5e-2)}  # loss, gradient
-N = sum(p.numel() for n, p in params.items() if not n.startswith(("embed", "pos")))
+loss_tol, grad_tol = {"float32": (1e-4, 1e-4), "bfloat16": (1e-2, 5e-2)}[cfg["dtype"]]
+N = sum(p.numel() for n, p in params.items() if not n.startswith("embed"))
 flops = (6 * N + 12 * cfg["depth"] * cfg["width"] * cfg["seq"]) * cfg["seq"]
 flops *= cfg["batch"]  # per rank and step
 PEAK = {"NVIDIA H100 80GB HBM3": 989e12, "NVIDIA H200": 989e12}  # dense bf16, FLOP/s
@@ -232,7 +247,8 @@ torch.cuda.empty_cache()
 # back-to-back steps without the profiler (on GPUs up to a ``torch.cuda.synchronize``)
 # and keeps the median step and the **spread**, the interquartile range of the windows.
 # Then ``torch.profiler`` records CPU and CUDA activity over ``profiled`` more steps,
-# and the wall time of that profiled loop. From its kernels (on GPUs):
+# and the wall time of that profiled loop. On GPUs the **peak GB** is the most memory
+# the caching allocator held for tensors over those steps. From its kernels (on GPUs):
 #
 # * **busy**: the time during which at least one kernel runs, the union of their
 #   intervals, so an NCCL kernel beside a compute kernel on another stream counts once;
@@ -272,20 +288,20 @@ def measure(step, dev, cfg):
     gc.collect()
     gc.freeze()  # what is alive now is never scanned again
     gc.disable()
-    windows = []
-    for _ in range(cfg["windows"]):
+    if cuda:  # the peak of the measured steps alone, nothing left from earlier
+        torch.cuda.reset_peak_memory_stats()
+
+    def run(k):  # ms per step of k steps back to back
         start = time.perf_counter()
-        for _ in range(steps):
+        for _ in range(k):
             step()
         sync()
-        windows.append(1e3 * (time.perf_counter() - start) / steps)
+        return 1e3 * (time.perf_counter() - start) / k
+
+    windows = [run(steps) for _ in range(cfg["windows"])]
     profiling, activities = time.perf_counter(), [ProfilerActivity.CPU]
     with profile(activities=activities + [ProfilerActivity.CUDA] * cuda) as prof:
-        start = time.perf_counter()
-        for _ in range(n):
-            step()
-        sync()
-        wall = 1e3 * (time.perf_counter() - start) / n
+        wall = run(n)
     gc.enable()
     gc.unfreeze()
     q1, _, q3 = statistics.quantiles(windows, n=4)
@@ -294,6 +310,8 @@ def measure(step, dev, cfg):
     for e in prof.key_averages():  # a kernel's device time, not its launcher's again
         kernel = e.device_type.name == "CUDA" and not e.is_user_annotation
         out["ops"][e.key] = (e.self_cpu_time_total, e.self_device_time_total * kernel)
+    # Compute kernels by name: a GPU-side range may be listed among a range's kernels.
+    names = {k for k, (_, us) in out["ops"].items() if us and "nccl" not in k.lower()}
     for e in prof.events():
         if e.device_type.name == "CUDA" and not e.is_user_annotation:
             kind = "nccl" if "nccl" in e.name.lower() else "compute"
@@ -302,7 +320,7 @@ def measure(step, dev, cfg):
         while e.kernels and up and not up.name.startswith(tuple(LAUNCHERS)):
             up = up.cpu_parent
         by = [v for k, v in LAUNCHERS.items() if up and up.name.startswith(k)]
-        for k in (k for k in e.kernels if "nccl" not in k.name.lower()):
+        for k in (k for k in e.kernels if k.name in names):
             kind = "matmul and attention" if MATMUL.search(k.name) else None
             out["by"][kind or (by or ["eager operators"])[0]] += k.duration / 1e3 / n
     return out | {"profiled_s": time.perf_counter() - profiling}
@@ -357,19 +375,16 @@ def build(variant, cfg, dev):
             if "per-block" in variant:
                 model.blocks[i] = block = torch.compile(block, fullgraph=True)
             fully_shard(block, mp_policy=mp)
-        fully_shard(model, mp_policy=mp)  # the root: embeddings, final norm, output
+        fully_shard(model, mp_policy=mp)  # the root: embedding, final norm, output
         return model, torch.compile(model) if "whole-model" in variant else model
     if "compile" in variant:
         model.compile()
-    ids = [dev.index] if dev.type == "cuda" else None
-    return model, DDP(model, device_ids=ids, bucket_cap_mb=cfg["bucket_mb"])
+    return model, DDP(model, bucket_cap_mb=cfg["bucket_mb"])  # on the model's device
 
 
 def run_variant(variant, cfg, dev, ref_grads):
     torch._dynamo.reset()
     counters.clear()
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
     model, wrapped = build(variant, cfg, dev)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], fused=True)
     amp = cfg["dtype"] == "bfloat16" and variant.startswith("DDP")
@@ -487,7 +502,6 @@ def launch(timeout=600):
 
 def read(names, pairs):
     """Check and tabulate the rows of `names`, then compare each (row, reference) pair."""
-    loss_tol, grad_tol = TOLERANCE[cfg["dtype"]]
     table, parts = [], ("compute", "transfer", "wait", "idle", "mem")
     keys = ("step", "spread", "busy %")
     for name in names:
@@ -571,10 +585,9 @@ def chart(names):
 # One launch runs every variant, each with a fresh model. The time covers starting the
 # processes, compiling and measuring; the seconds profiled are the slower rank's.
 
-DDP_VARIANTS = ["DDP, eager", "DDP(model.compile())"]
-FSDP_VARIANTS = ["FSDP2, eager", "FSDP2, per-block compile"]
-FSDP_VARIANTS += ["FSDP2, whole-model compile"]
-cfg["variants"] = DDP_VARIANTS + FSDP_VARIANTS
+DDP_ROWS = ["DDP, eager", "DDP(model.compile())"]
+FSDP_ROWS = ["FSDP2, eager", "FSDP2, per-block compile", "FSDP2, whole-model compile"]
+cfg["variants"] = DDP_ROWS + FSDP_ROWS
 start = time.perf_counter()
 reports, took = launch(), time.perf_counter() - start
 rows = {v: [r for r in reports if r["variant"] == v] for v in cfg["variants"]}
@@ -612,7 +625,7 @@ print(f"compile threads per rank: {threads}")
 # AdamW's two moments, plus DDP's gradient buckets and the activations; the ``peak GB``
 # column on GPUs shows what that took.
 
-read(DDP_VARIANTS, [("DDP(model.compile())", "DDP, eager")])
+read(DDP_ROWS, [("DDP(model.compile())", "DDP, eager")])
 split = rows["DDP(model.compile())"][0]
 assert split["dynamo"] == 1 < split["compiled"], split  # DDPOptimizer cut the graph
 
@@ -633,7 +646,7 @@ assert split["dynamo"] == 1 < split["compiled"], split  # DDPOptimizer cut the g
 # *between* the hooks. TorchTitan's recipe for a transformer, which the page follows:
 #
 # * compile each transformer block with ``fullgraph=True``, *then* ``fully_shard`` each
-#   compiled block, then the root module (here the root holds the embeddings, the final
+#   compiled block, then the root module (here the root holds the embedding, the final
 #   norm and the output layer);
 # * ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=torch.float32)``. FSDP2 keeps
 #   the sharded parameters in float32 and casts each rank's **local shard** to
@@ -652,7 +665,7 @@ assert split["dynamo"] == 1 < split["compiled"], split  # DDPOptimizer cut the g
 # where the graph must break; the graph counts show what Dynamo salvaged.
 # ``optimize_ddp`` concerns DDP only: FSDP2's collectives live in its hooks.
 
-read(FSDP_VARIANTS, [(v, "FSDP2, eager") for v in FSDP_VARIANTS[1:]])
+read(FSDP_ROWS, [(v, "FSDP2, eager") for v in FSDP_ROWS[1:]])
 per_block = rows["FSDP2, per-block compile"][0]
 assert 1 <= per_block["dynamo"] == per_block["compiled"] < cfg["depth"], per_block
 chart(cfg["variants"])
@@ -661,9 +674,10 @@ chart(cfg["variants"])
 # ``fullgraph=True`` proves that each block compiled without a break, and fewer graphs
 # than blocks compiled: the blocks reuse one graph. On GPUs the chart shows each rank's
 # profiled step as compute, exposed transfer, waiting for the other rank and GPU idle.
-# Compiling changes only what runs between the hooks: it fuses the norms, the
-# activation and the residual adds into fewer kernels with fewer launches, and adds a
-# guard check and AOTAutograd's runtime wrapper to every compiled call. Around each unit
+# Compiling changes only what runs between the hooks: it fuses the norms, the rotary
+# embedding, SwiGLU's activation and product and the residual adds into fewer kernels
+# with fewer launches, and adds a guard check and AOTAutograd's runtime wrapper to every
+# compiled call. Around each unit
 # FSDP2 still does the same CPU work: it issues the all-gather, copies the gathered
 # shards out into parameters and issues the reduce-scatter, and the optimizer updates
 # sharded DTensor parameters. Whether that CPU work or the kernels set the pace is what
@@ -681,7 +695,7 @@ chart(cfg["variants"])
 # * **compiled graphs**: Inductor's kernels, forward and backward of the compiled code;
 # * **eager operators**: kernels of code that runs uncompiled, such as the embeddings,
 #   the final norm, the loss and their backward, and in an eager variant every norm,
-#   activation and residual add of the blocks;
+#   rotary embedding, activation, product and residual add of the blocks;
 # * **FSDP2's hooks**: the copies and casts around each collective (the shard copied
 #   into the all-gather's buffer, the gathered parameters copied out, the gradients
 #   copied and cast for the reduce-scatter). FSDP2 keeps Dynamo out of its hooks;

@@ -62,6 +62,10 @@ def test_measure_on_cpu():
     assert 0 < out["profiled_s"] < 30
 
 
+KERNELS = ["elementwise_kernel", "split_copy", "multi_tensor_apply_kernel"]
+KERNELS += ["triton_poi_fused_add_0", "ncclDevKernel_AllGather"]
+
+
 class FakeProfile:
     """Stands in for torch.profiler.profile: a compute kernel, an NCCL kernel, a GPU
     annotation, a CPU-side launch, and CPU operators with the kernels they launched
@@ -77,17 +81,21 @@ class FakeProfile:
         return False
 
     def key_averages(self):
-        def average(key, cpu_us, device_us, device="CPU"):
+        def average(key, cpu_us, device_us, device="CPU", annotation=False):
             return SimpleNamespace(
                 key=key,
                 self_cpu_time_total=cpu_us,
                 self_device_time_total=device_us,
                 device_type=SimpleNamespace(name=device),
-                is_user_annotation=False,
+                is_user_annotation=annotation,
             )
 
         # The operator's device time repeats its kernel's: counted once, on the kernel.
-        return [average("aten::mm", 5, 9), average("sm90_gemm", 0, 9, "CUDA")]
+        kernels = [average("aten::mm", 5, 9), average("sm90_gemm", 0, 9, "CUDA")]
+        for name in KERNELS:
+            kernels.append(average(name, 0, 1, "CUDA"))
+        range_on_gpu = average("Optimizer.step#AdamW.step", 0, 500, "CUDA", True)
+        return kernels + [range_on_gpu]
 
     def events(self):
         def event(name, start=0, end=0, device="CPU", annotation=False, **kwargs):
@@ -103,7 +111,8 @@ class FakeProfile:
             )
 
         fsdp = event("FSDP::all_gather_copy_out (blocks.0)")
-        opt = event("Optimizer.step#AdamW.step")
+        # The optimizer's range on the GPU, listed among the range's kernels: no kernel.
+        opt = event("Optimizer.step#AdamW.step", **{"Optimizer.step#AdamW.step": 500})
         graph = event("CompiledFunctionBackward")
         call = event("## Call CompiledFxGraph fabc ##")
         call.cpu_parent = graph
@@ -132,6 +141,7 @@ class FakeProfile:
 
 def test_measure_sorts_kernels(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *args: None)
     ns = page_namespace(profile=FakeProfile)
     out = ns["measure"](lambda: None, torch.device("cuda", 0), CFG)
     assert out["nccl"] == [("ncclDevKernel_AllGather_RING_LL", 50, 150)]
@@ -144,7 +154,8 @@ def test_measure_sorts_kernels(monkeypatch):
         "optimizer step": 0.03,
         "compiled graphs": 0.015,  # found two levels up
     }
-    assert out["ops"] == {"aten::mm": (5, 0), "sm90_gemm": (0, 9)}
+    assert out["ops"]["aten::mm"] == (5, 0) and out["ops"]["sm90_gemm"] == (0, 9)
+    assert out["ops"]["Optimizer.step#AdamW.step"] == (0, 0)
 
 
 @pytest.fixture
@@ -214,7 +225,8 @@ def test_read(gpu, capsys):
         where="2 x GPU, NCCL" if gpu else "CPU, gloo",
         cfg=dict(dtype="float32", steps=2, windows=5, world=2, profiled=2),
         ref_losses=[2.0],
-        TOLERANCE={"float32": (1e-4, 1e-4)},
+        loss_tol=1e-4,
+        grad_tol=1e-4,
         rows=rows(gpu),
         flops=1e12,
         peak=1e15,
@@ -258,7 +270,8 @@ def test_read_within_spread_and_failed_check(capsys):
         where="CPU, gloo",
         cfg=dict(dtype="float32", steps=2, windows=5, world=2, profiled=2),
         ref_losses=[2.0],
-        TOLERANCE={"float32": (1e-4, 1e-4)},
+        loss_tol=1e-4,
+        grad_tol=1e-4,
         rows=table,
     )
     ns["read"](["eager", "compiled"], [("compiled", "eager")])
