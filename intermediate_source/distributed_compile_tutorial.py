@@ -633,8 +633,9 @@ assert split["dynamo"] == 1 < split["compiled"], split  # DDPOptimizer cut the g
 # How to read the table. Every row matched the reference within its precision; the
 # error columns compare eager and compiled rows against the same float32 run. One graph
 # captured by Dynamo became several compiled pieces: the bucket cuts. On GPUs the
-# columns say where each rank's step went, and its verdict which part bounds it. Where
-# a compiled row is slower beyond the spread, the ``rank`` lines above name the parts
+# columns say where each rank's step went, and its verdict which part bounds it; the
+# kernel table says which kinds of kernel time moved between the rows, whichever way.
+# Where a compiled row is slower beyond the spread, the ``rank`` lines name the parts
 # of the profile that grew.
 #
 # FSDP2 and torch.compile
