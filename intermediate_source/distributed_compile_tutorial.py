@@ -86,7 +86,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import OrderedDict, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from functools import partial
 from pathlib import Path
 
@@ -106,7 +106,7 @@ if gpu:
     where = f"2 x {torch.cuda.get_device_name()}, NCCL"
     # About 1.1 B parameters; few, wide blocks give large matrix products per FSDP2 unit.
     cfg = dict(backend="nccl", dtype="bfloat16", width=3072, heads=24, depth=8)
-    cfg.update(vocab=32768, seq=2048, batch=2, bucket_mb=500, steps=3, lr=1e-4)
+    cfg.update(vocab=32768, seq=2048, batch=3, bucket_mb=500, steps=3, lr=1e-4)
 else:
     where = "CPU, gloo"
     # 1 MB DDP buckets (the smallest DDPOptimizer accepts) still cut this model in pieces.
@@ -310,17 +310,21 @@ def measure(step, dev, cfg):
     for e in prof.key_averages():  # a kernel's device time, not its launcher's again
         kernel = e.device_type.name == "CUDA" and not e.is_user_annotation
         out["ops"][e.key] = (e.self_cpu_time_total, e.self_device_time_total * kernel)
-    # Compute kernels by name: a GPU-side range may be listed among a range's kernels.
-    names = {k for k, (_, us) in out["ops"].items() if us and "nccl" not in k.lower()}
     for e in prof.events():
         if e.device_type.name == "CUDA" and not e.is_user_annotation:
             kind = "nccl" if "nccl" in e.name.lower() else "compute"
             out[kind].append((e.name, e.time_range.start, e.time_range.end))
-        up = e  # an operator's kernels: the innermost range of LAUNCHERS above it
+    # Each compute kernel once: an operator's list of kernels may repeat another's.
+    left = Counter((name, end - start) for name, start, end in out["compute"])
+    for (
+        e
+    ) in prof.events():  # an operator's kernels: the innermost LAUNCHERS range above
+        up = e
         while e.kernels and up and not up.name.startswith(tuple(LAUNCHERS)):
             up = up.cpu_parent
         by = [v for k, v in LAUNCHERS.items() if up and up.name.startswith(k)]
-        for k in (k for k in e.kernels if k.name in names):
+        for k in (k for k in e.kernels if left[k.name, k.duration] > 0):
+            left[k.name, k.duration] -= 1
             kind = "matmul and attention" if MATMUL.search(k.name) else None
             out["by"][kind or (by or ["eager operators"])[0]] += k.duration / 1e3 / n
     return out | {"profiled_s": time.perf_counter() - profiling}
@@ -345,7 +349,7 @@ def measure(step, dev, cfg):
 
 WORKER_HEADER = """\
 import gc, json, os, re, statistics, sys, time
-from collections import OrderedDict, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from functools import partial
 from pathlib import Path
 import torch, torch.distributed as dist, torch.nn as nn, torch.nn.functional as F
@@ -369,8 +373,8 @@ def build(variant, cfg, dev):
     with dev:
         model = make_model(cfg)
     if variant.startswith("FSDP2"):  # TorchTitan's order: compile, then shard
-        dtype = getattr(torch, cfg["dtype"])
-        mp = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+        # param_dtype, the compute dtype; reduce_dtype, that of the reduce-scatter
+        mp = MixedPrecisionPolicy(getattr(torch, cfg["dtype"]), torch.float32)
         for i, block in enumerate(model.blocks):
             if "per-block" in variant:
                 model.blocks[i] = block = torch.compile(block, fullgraph=True)
@@ -593,9 +597,8 @@ reports, took = launch(), time.perf_counter() - start
 rows = {v: [r for r in reports if r["variant"] == v] for v in cfg["variants"]}
 profiled = max(sum(r["profiled_s"] for r in reports if r["rank"] == k) for k in (0, 1))
 print(f"{len(rows)} variants ran in {took:.0f} s; profiling took {profiled:.1f} s")
-for r in reports[:2]:
-    print(f"rank {r['rank']}: cores {r['cores'][0]}-{r['cores'][-1]}", end="; ")
-print(f"compile threads per rank: {threads}")
+spans = [f"{r['cores'][0]}-{r['cores'][-1]}" for r in reports[:2]]
+print(f"cores of rank 0 / 1: {' / '.join(spans)}; compile threads per rank: {threads}")
 
 # %%
 # DDP and torch.compile
