@@ -27,7 +27,7 @@ torch.compile with DDP and FSDP2
        * PyTorch 2.9 or later
        * Familiarity with ``torch.compile`` and with DDP or FSDP
        * Linux (the workers pin their threads with ``os.sched_setaffinity``)
-       * Two CUDA GPUs of compute capability 7.5 or newer with about 40 GB each for the
+       * Two CUDA GPUs of compute capability 7.5 or newer with about 48 GB each for the
          timings (NCCL); runs as two CPU processes (gloo) with small sizes
        * On CPU, Inductor needs a C++ compiler and the Python headers
 """
@@ -314,12 +314,10 @@ def measure(step, dev, cfg):
         if e.device_type.name == "CUDA" and not e.is_user_annotation:
             kind = "nccl" if "nccl" in e.name.lower() else "compute"
             out[kind].append((e.name, e.time_range.start, e.time_range.end))
-    # Each compute kernel once: an operator's list of kernels may repeat another's.
+    # Each kernel once: a "Command Buffer Full" event repeats its launch's kernels.
     left = Counter((name, end - start) for name, start, end in out["compute"])
-    for (
-        e
-    ) in prof.events():  # an operator's kernels: the innermost LAUNCHERS range above
-        up = e
+    for e in prof.events():
+        up = e  # an operator's kernels: the innermost range of LAUNCHERS above it
         while e.kernels and up and not up.name.startswith(tuple(LAUNCHERS)):
             up = up.cpu_parent
         by = [v for k, v in LAUNCHERS.items() if up and up.name.startswith(k)]
