@@ -220,8 +220,8 @@ def test_index_has_a_card_per_tutorial(page):
         assert urljoin(page.base, page_of(source)) in targets, f"no card for {source}"
 
 
-@pytest.mark.parametrize("source", SOURCES, ids=str)
-def test_card_opens_its_page(page, source):
+def open_from_card(page, source):
+    """Click the tutorial's card on the index, as a reader does; check where it leads."""
     open_page(page, "index.html")
     card = page.locator("div.sd-card").filter(
         has=page.locator(f'a[href$="{page_of(source)}"]')
@@ -230,22 +230,42 @@ def test_card_opens_its_page(page, source):
     # A reader clicks anywhere on the card (sphinx-design stretches the link over it).
     with page.expect_navigation(wait_until="load") as navigation:
         card.click()
-    response = navigation.value
-    assert response.status == 200
+    assert navigation.value.status == 200
     assert page.url.split("#")[0] == urljoin(page.base, page_of(source))
     title = source_title(source)
     heading = normalize(page.locator("article h1").first.inner_text())
     assert heading == title
     assert page.title() == f"{title} — {SITE_TITLE}"
-    if source.stem == SCREENSHOT_TUTORIAL or (
-        SCREENSHOT_TUTORIAL not in {s.stem for s in SOURCES} and source == SOURCES[0]
-    ):
-        screenshot(page, f"{source.stem}.png")
 
 
-@pytest.mark.parametrize("source", SOURCES, ids=str)
-def test_downloads_return_the_files(page, source, tmp_path):
-    open_page(page, page_of(source))
+def check_copy_buttons(page):
+    """Every code cell has one copy button; the first one copies its cell's code."""
+    cells = page.locator("article div.highlight-Python")
+    assert cells.count() > 0
+    for i in range(cells.count()):
+        assert cells.nth(i).locator("button.copybtn").count() == 1, f"code cell {i}"
+    first = cells.first
+    first.hover()
+    first.locator("button.copybtn").click()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied.strip() == first.locator("pre").inner_text().strip()
+
+
+def check_images(page):
+    images = page.locator("article img")
+    for i in range(images.count()):
+        image = images.nth(i)
+        image.scroll_into_view_if_needed()
+        src = image.get_attribute("src")
+        page.wait_for_function("img => img.complete", arg=image.element_handle())
+        natural = image.evaluate("img => [img.naturalWidth, img.naturalHeight]")
+        assert min(natural) > 0, f"{src} did not load"
+        box = image.bounding_box()
+        assert box and box["width"] > 0 and box["height"] > 0, f"{src} has no size"
+
+
+def check_downloads(page, source, folder):
+    """The page's .py and .ipynb links download files that parse."""
     for kind, suffix in (("python", ".py"), ("jupyter", ".ipynb")):
         link = page.locator(f"div.sphx-glr-download-{kind} a[href]").first
         link.scroll_into_view_if_needed()
@@ -253,7 +273,7 @@ def test_downloads_return_the_files(page, source, tmp_path):
             link.click()
         download = download_info.value
         assert download.suggested_filename == f"{source.stem}{suffix}"
-        path = tmp_path / download.suggested_filename
+        path = folder / download.suggested_filename
         download.save_as(path)
         text = path.read_text(encoding="utf-8")
         if suffix == ".py":
@@ -265,32 +285,23 @@ def test_downloads_return_the_files(page, source, tmp_path):
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=str)
-def test_code_cells_have_a_working_copy_button(page, source):
-    open_page(page, page_of(source))
-    cells = page.locator("article div.highlight-Python")
-    assert cells.count() > 0
-    for i in range(cells.count()):
-        assert cells.nth(i).locator("button.copybtn").count() == 1, f"cell {i}"
-    first = cells.first
-    first.hover()
-    first.locator("button.copybtn").click()
-    copied = page.evaluate("navigator.clipboard.readText()")
-    assert copied.strip() == first.locator("pre").inner_text().strip()
-
-
-@pytest.mark.parametrize("source", SOURCES, ids=str)
-def test_images_load(page, source):
-    open_page(page, page_of(source))
-    images = page.locator("article img")
-    for i in range(images.count()):
-        image = images.nth(i)
-        image.scroll_into_view_if_needed()
-        src = image.get_attribute("src")
-        page.wait_for_function("img => img.complete", arg=image.element_handle())
-        natural = image.evaluate("img => [img.naturalWidth, img.naturalHeight]")
-        assert min(natural) > 0, f"{src} did not load"
-        box = image.bounding_box()
-        assert box and box["width"] > 0 and box["height"] > 0, f"{src} has no size"
+def test_tutorial_page_works(page, site_server, source, tmp_path):
+    """One visit per tutorial, from its card on the index: the page it opens has the
+    tutorial's title, a working copy button on every code cell, images that load and
+    downloads that return the files; and nothing failed or came from another server."""
+    _, failures = site_server
+    before = len(failures)
+    open_from_card(page, source)
+    page.wait_for_function(SETTLED)  # the page's scripts have added the copy buttons
+    if source.stem == SCREENSHOT_TUTORIAL or (
+        SCREENSHOT_TUTORIAL not in {s.stem for s in SOURCES} and source == SOURCES[0]
+    ):
+        screenshot(page, f"{source.stem}.png")
+    check_copy_buttons(page)
+    check_images(page)
+    check_downloads(page, source, tmp_path)
+    problems = page_problems(page, failures, before)
+    assert not problems, "\n".join(problems)
 
 
 def test_index_thumbnails_load(page):
@@ -352,23 +363,11 @@ SETTLED = """() => {
 }"""
 
 
-def wait_until_settled(page):
-    page.wait_for_function(SETTLED)
-
-
-@pytest.mark.parametrize("path", PAGES)
-def test_no_console_errors_nor_third_party_requests(page, site_server, path):
-    """No script error, no missing file, and nothing loaded from another server: the
-    page works offline and tells no third party who read it."""
-    _, failures = site_server
-    before = len(failures)
-    open_page(page, path)
-    problems = []
-    try:
-        wait_until_settled(page)
-    except sync_api.TimeoutError:
-        problems.append("the page's scripts did not finish (copy buttons, search)")
-    problems += page.log.errors
+def page_problems(page, failures, before):
+    """What went wrong while the page was open: script errors, requests to another
+    server (beyond the allowed ones), and files the server did not have (of its
+    ``failures``, those after the first ``before``)."""
+    problems = list(page.log.errors)
     problems += [
         f"requested from another server: {url}"
         for url in sorted(set(page.log.third_party))
@@ -380,6 +379,22 @@ def test_no_console_errors_nor_third_party_requests(page, site_server, path):
         for code, request in failures[before:]
         if request != "/favicon.ico"
     ]
+    return problems
+
+
+@pytest.mark.parametrize("path", PAGES[:4])  # the tutorials': test_tutorial_page_works
+def test_no_console_errors_nor_third_party_requests(page, site_server, path):
+    """No script error, no missing file, and nothing loaded from another server: the
+    page works offline and tells no third party who read it."""
+    _, failures = site_server
+    before = len(failures)
+    open_page(page, path)
+    problems = []
+    try:
+        page.wait_for_function(SETTLED)
+    except sync_api.TimeoutError:
+        problems.append("the page's scripts did not finish (copy buttons, search)")
+    problems += page_problems(page, failures, before)
     assert not problems, "\n".join(problems)
 
 
