@@ -50,9 +50,8 @@ torch.compile with DDP and FSDP2
 # This page shows what PyTorch does about it for DDP and for FSDP2, on a decoder-only
 # transformer built like Llama, of about a billion parameters on GPUs (the kind of model
 # these recipes are made for, with large matrix products in every FSDP2 unit) and a tiny
-# one on CPUs;
-# it checks every variant against a single-process run and takes each step apart on
-# both ranks.
+# one on CPUs; it checks every variant against a single-process run and takes each step
+# apart on both ranks.
 #
 # How this page runs
 # ------------------
@@ -248,7 +247,8 @@ torch.cuda.empty_cache()
 # and keeps the median step and the **spread**, the interquartile range of the windows.
 # Then ``torch.profiler`` records CPU and CUDA activity over ``profiled`` more steps,
 # and the wall time of that profiled loop. On GPUs the **peak GB** is the most memory
-# the caching allocator held for tensors over those steps. From its kernels (on GPUs):
+# the caching allocator held for tensors over all the measured steps. From the kernels
+# (on GPUs):
 #
 # * **busy**: the time during which at least one kernel runs, the union of their
 #   intervals, so an NCCL kernel beside a compute kernel on another stream counts once;
@@ -679,12 +679,12 @@ chart(cfg["variants"])
 # Compiling changes only what runs between the hooks: it fuses the norms, the rotary
 # embedding, SwiGLU's activation and product and the residual adds into fewer kernels
 # with fewer launches, and adds a guard check and AOTAutograd's runtime wrapper to every
-# compiled call. Around each unit
-# FSDP2 still does the same CPU work: it issues the all-gather, copies the gathered
-# shards out into parameters and issues the reduce-scatter, and the optimizer updates
-# sharded DTensor parameters. Whether that CPU work or the kernels set the pace is what
-# the verdict column says; where the kernels do, the compute column is what compiling
-# can shrink, and MFU says how far the step is from the GPU's peak.
+# compiled call. Around each unit FSDP2 still does the same CPU work: it issues the
+# all-gather, copies the gathered shards out into parameters and issues the
+# reduce-scatter, and the optimizer updates sharded DTensor parameters. Whether that CPU
+# work or the kernels set the pace is what the verdict column says; where the kernels
+# do, the compute column is what compiling can shrink, and MFU says how far the step is
+# from the GPU's peak.
 #
 # What compiling can still reach
 # ------------------------------
@@ -695,7 +695,7 @@ chart(cfg["variants"])
 # the other kernels, and only on those that a compiled graph launches:
 #
 # * **compiled graphs**: Inductor's kernels, forward and backward of the compiled code;
-# * **eager operators**: kernels of code that runs uncompiled, such as the embeddings,
+# * **eager operators**: kernels of code that runs uncompiled, such as the embedding,
 #   the final norm, the loss and their backward, and in an eager variant every norm,
 #   rotary embedding, activation, product and residual add of the blocks;
 # * **FSDP2's hooks**: the copies and casts around each collective (the shard copied
