@@ -343,13 +343,14 @@ def test_search_finds_foreach_map(page):
     assert navigation.value.status == 200
 
 
-PAGES = [
+# The pages that are not tutorials (test_tutorial_page_works visits those), then all.
+SITE_PAGES = [
     "index.html",
     "recipes/index.html",
     "intermediate/index.html",
     "search.html?q=torch.compile",
-    *(page_of(s) for s in SOURCES),
 ]
+PAGES = SITE_PAGES + [page_of(s) for s in SOURCES]
 
 
 # True once the scripts that run after "load" are done: a copy button on every code
@@ -382,7 +383,7 @@ def page_problems(page, failures, before):
     return problems
 
 
-@pytest.mark.parametrize("path", PAGES[:4])  # the tutorials': test_tutorial_page_works
+@pytest.mark.parametrize("path", SITE_PAGES)
 def test_no_console_errors_nor_third_party_requests(page, site_server, path):
     """No script error, no missing file, and nothing loaded from another server: the
     page works offline and tells no third party who read it."""
