@@ -1,0 +1,426 @@
+"""The site's measurement core: step times, the GPU's busy share, and gaps taken apart.
+
+Every tutorial measures with this one module; the recipe "Measuring a compiled step"
+teaches it and checks it against known answers. The site writes this file into each
+downloaded script and notebook, so a download runs with no other file beside it.
+
+* :func:`compare` times several variants of a step in interleaved windows (A, B, C, A, B,
+  C, ...) without the profiler, then profiles a few steps of each. Each :class:`Row` holds
+  the median step time, the windows' spread, and the step split into parts that add up to
+  it: on a GPU, kernel time by family (the busy time) plus the time the GPU waited, charged
+  to what the launching thread did meanwhile; on a CPU, the main thread's time by family.
+* The busy share is the GPU's kernel time per step (the union of kernel intervals, so two
+  streams' overlap counts once) over the step time measured *without* the profiler.
+  :meth:`Row.check` tests it against physics: at most 100 %, and busy time at least the
+  roofline time when one is given.
+* :meth:`Results.versus` judges two variants by their paired windows (the ratio and an
+  interval on it) and, when they differ, prints the parts of the gap.
+* :func:`cold_compile` times a first call from an empty compile cache and proves it was one.
+"""
+
+import bisect
+import math
+import re
+import statistics
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+# Rows whose numbers physics rules out; the build fails on any (a bug in the method).
+PHYSICS_FAILURES = []
+BUSY_TOLERANCE = 5.0  # %: kernel timestamps carry a few microseconds of error each
+
+# GPU kernels by family, first match wins (names as the profiler shows them).
+KERNEL_FAMILIES = [
+    ("communication", r"nccl"),
+    ("attention", r"flash|fmha|attention|sdpa|efficient_attention"),
+    ("compiled kernels", r"^triton_"),
+    ("matmul", r"gemm|gemv|nvjet|xmma|cutlass|cublas|conv|winograd|implicit"),
+    ("optimizer", r"multi_tensor|fused_adam|FusedAdam|adam|_foreach"),
+    ("copies", r"^Memcpy|^Memset|copy|CatArray"),
+    ("eager elementwise", r"elementwise|vectorized|unrolled|reduce|softmax|norm|index"),
+]
+# What a thread was doing, by the innermost range or operator running on it.
+CPU_FAMILIES = [
+    ("guards", r"TorchDynamo Cache Lookup"),
+    ("compiled code", r"CompiledFxGraph"),
+    ("compiled-code entry", r"Torch-Compiled Region|CompiledFunction|AOTDispatcher"),
+    ("kernel launches", r"LaunchKernel|GraphLaunch|MemcpyAsync|MemsetAsync|cuLaunch"),
+    ("synchronize", r"Synchronize|cudaEventQuery|cudaStreamWait"),
+    ("communication", r"nccl|c10d|gloo|all_reduce|allreduce|reduce_scatter|all_gather"),
+    ("attention", r"scaled_dot_product|flash|efficient_attention"),
+    ("matmul", r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|.*conv)"),
+    ("optimizer", r"Optimizer\.|_foreach_|_fused_adam"),
+    ("autograd engine", r"autograd::engine"),
+    ("copies", r"aten::(copy_|_to_copy|to|clone|contiguous|cat|stack)$"),
+    ("eager operators", r"^aten::|^cuda|^cu"),
+]
+PYTHON = "Python and other host work"  # time no operator or range recorded
+WINDOW = "measured steps"
+
+
+def _family(name, families, default):
+    for family, pattern in families:
+        if re.search(pattern, name):
+            return family
+    return default
+
+
+def _sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _frames():
+    from torch._dynamo.utils import counters
+
+    return counters["frames"]["total"]
+
+
+def _union(spans):
+    """Length of the union of (start, end) intervals, and the gaps between them."""
+    total, reach, gaps = 0.0, None, []
+    for start, end in sorted(spans):
+        if reach is None or start > reach:
+            if reach is not None:
+                gaps.append((reach, start))
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total, gaps
+
+
+def _self_segments(events):
+    """{thread: (starts, segments)}: each stretch of a thread's time as (start, end,
+    family of the innermost event running then), in order; time with no event is absent."""
+    by_thread = {}
+    for e in events:
+        if e.time_range.end > e.time_range.start:
+            by_thread.setdefault(e.thread, []).append(e)
+    out = {}
+    for thread, evs in by_thread.items():
+        evs.sort(key=lambda e: (e.time_range.start, -e.time_range.end))
+        segments, stack = [], []  # stack entries: [end, family, time accounted up to]
+
+        def close_until(t):
+            while stack and stack[-1][0] <= t:
+                end, fam, mark = stack.pop()
+                if end > mark:
+                    segments.append((mark, end, fam))
+                if stack:
+                    stack[-1][2] = max(stack[-1][2], end)
+
+        for e in evs:
+            start, end = e.time_range.start, e.time_range.end
+            close_until(start)
+            if stack:
+                if start > stack[-1][2]:
+                    segments.append((stack[-1][2], start, stack[-1][1]))
+                stack[-1][2] = max(stack[-1][2], start)
+                end = min(end, stack[-1][0])  # a child ends inside its parent
+            stack.append([end, _family(e.name, CPU_FAMILIES, PYTHON), start])
+        close_until(float("inf"))
+        out[thread] = ([s for s, _, _ in segments], segments)
+    return out
+
+
+def _at(timeline, t):
+    """The segment of a thread's timeline running at time t, or None."""
+    starts, segments = timeline
+    i = bisect.bisect_right(starts, t) - 1
+    return segments[i] if i >= 0 and segments[i][1] > t else None
+
+
+def _charge(timeline, lo, hi, parts, scale=1.0):
+    """Add each family's time within [lo, hi] to parts; time with no event to PYTHON."""
+    starts, segments = timeline
+    covered = 0.0
+    i = max(0, bisect.bisect_right(starts, lo) - 1)
+    while i < len(segments) and segments[i][0] < hi:
+        start, end, fam = segments[i]
+        i += 1
+        if end > lo:
+            ms = min(end, hi) - max(start, lo)
+            parts[fam] = parts.get(fam, 0.0) + ms * scale
+            covered += ms
+    parts[PYTHON] = parts.get(PYTHON, 0.0) + (hi - lo - covered) * scale
+
+
+@dataclass
+class Row:
+    """One variant: its unprofiled step time, and the parts that add up to it (ms)."""
+
+    name: str
+    ms: float  # median of the windows, ms per step, no profiler
+    spread: float  # interquartile range of the windows, ms
+    windows: list
+    profiled_ms: float  # ms per step under the profiler
+    busy_ms: float = None  # GPU kernel time per step (None on a CPU)
+    issue_ms: float = None  # host time to issue one step without waiting (GPU only)
+    parts: dict = field(default_factory=dict)  # part -> ms per step; sums to ms
+
+    @property
+    def busy(self):
+        """GPU busy share of the unprofiled step, %, or None on a CPU."""
+        return None if self.busy_ms is None else 100 * self.busy_ms / self.ms
+
+    @property
+    def bound(self):
+        return None if self.busy is None else "GPU" if self.busy >= 85 else "CPU"
+
+    @property
+    def stretch(self):
+        """How much the profiler slowed the step (profiled / unprofiled)."""
+        return self.profiled_ms / self.ms
+
+    def check(self, roofline_ms=None):
+        """Test the row against physics; print and keep any failure. Returns the failures."""
+        failures = []
+        if self.busy is not None and self.busy > 100 + BUSY_TOLERANCE:
+            failures.append(f"busy {self.busy:.0f} % is above 100 %")
+        if roofline_ms is not None and self.busy_ms is not None:
+            if self.busy_ms < roofline_ms * (1 - BUSY_TOLERANCE / 100):
+                failures.append(
+                    f"busy time {self.busy_ms:.3f} ms is shorter than the roofline's "
+                    f"{roofline_ms:.3f} ms"
+                )
+        for name, ms in self.parts.items():
+            if abs(ms) > self.ms * (1 + BUSY_TOLERANCE / 100):
+                failures.append(f"part {name} {ms:.3f} ms is longer than the step")
+        for text in failures:
+            text = f"{self.name}: {text}"
+            if text not in PHYSICS_FAILURES:
+                print(f"Physics check failed, {text}")
+                PHYSICS_FAILURES.append(text)
+        return failures
+
+
+class Results(dict):
+    """{variant name: Row}, with the paired windows that compare them."""
+
+    def cells(self, name):
+        """The standard cells of a row: step, spread, and on a GPU busy %, bound, stretch."""
+        r = self[name]
+        gpu = [] if r.busy is None else [r.busy, r.bound, r.stretch]
+        return [r.ms, r.spread, *gpu]
+
+    def headers(self):
+        gpu = any(r.busy is not None for r in self.values())
+        more = ["busy %", "bound", "profiler stretch"] if gpu else []
+        return ["step (ms)", "spread (ms)", *more]
+
+    def formats(self):
+        gpu = any(r.busy is not None for r in self.values())
+        return [".3f", ".3f", *([".0f", "", ".2f"] if gpu else [])]
+
+    def ratio(self, name, ref):
+        """Median ratio of name's windows to ref's, paired by round, and a ~96 % interval."""
+        ratios = sorted(a / b for a, b in zip(self[name].windows, self[ref].windows))
+        n = len(ratios)
+        # the order statistics that bracket the median with >= 95 % confidence (sign test)
+        k, mass = 0, 0.0
+        while mass + math.comb(n, k) / 2**n <= 0.025:
+            mass += math.comb(n, k) / 2**n
+            k += 1
+        k = max(k, 1)
+        return statistics.median(ratios), ratios[k - 1], ratios[n - k], 1 - 2 * mass
+
+    def versus(self, name, ref, label=""):
+        """The line that compares two variants, and the parts of the gap if they differ."""
+        r, r0 = self[name], self[ref]
+        gap = r.ms - r0.ms
+        mid, lo, hi, conf = self.ratio(name, ref)
+        head = (
+            f"{label}{name} vs {ref}: {r.ms:.3f} vs {r0.ms:.3f} ms ({gap:+.3f} ms; "
+            f"{mid:.2f}x, {100 * conf:.0f} % interval {lo:.2f}-{hi:.2f}x)"
+        )
+        if lo <= 1 <= hi:
+            return f"{head}: a tie, the interval holds 1.00x"
+        moved = {
+            k: r.parts.get(k, 0.0) - r0.parts.get(k, 0.0) for k in r.parts | r0.parts
+        }
+        big = sorted(moved.items(), key=lambda kv: -abs(kv[1]))
+        named = [(k, ms) for k, ms in big[:8] if abs(ms) >= 0.03 * abs(gap)]
+        residual = gap - sum(ms for _, ms in named)
+        words = "; ".join(f"{k} {ms:+.3f} ms" for k, ms in named)
+        busy = ""
+        if r.busy_ms is not None and r0.busy_ms is not None:
+            d = r.busy_ms - r0.busy_ms
+            busy = f" GPU busy {d:+.3f} ms, GPU waiting {gap - d:+.3f} ms."
+        return (
+            f"{head}: {'slower' if gap > 0 else 'faster'}.{busy} Parts that moved most: "
+            f"{words}: {100 * (gap - residual) / gap:.0f} % of the gap; "
+            f"smaller parts {residual:+.3f} ms"
+        )
+
+
+def _profile_row(step, steps, device):
+    """Profile `steps` calls: (profiled ms per step, busy ms per step, parts per step)."""
+    kinds = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
+    _sync(device)
+    with warnings.catch_warnings(), profile(activities=kinds) as prof:
+        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
+        step()  # the profiler's first step pays its own start-up; not counted
+        _sync(device)
+        with record_function(WINDOW):
+            for _ in range(steps):
+                step()
+            _sync(device)
+    events = prof.events()
+    window = next(e for e in events if e.name == WINDOW and e.device_type.name == "CPU")
+    lo, hi = window.time_range.start, window.time_range.end
+    cpu = [e for e in events if e.device_type.name == "CPU" and e.name != WINDOW]
+    segments = _self_segments(cpu)
+    parts = {}
+    to_ms = 1e-3 / steps  # the profiler's times are microseconds
+    if device != "cuda":  # the main thread's time, by family
+        main = segments.get(window.thread, [])
+        _charge(main, lo, hi, parts, to_ms)
+        return (hi - lo) * to_ms, None, parts
+    kernels = {}  # (start, end) clipped to the window -> family; a kernel listed twice once
+    for e in events:
+        start, end = max(e.time_range.start, lo), min(e.time_range.end, hi)
+        if e.device_type.name == "CUDA" and not e.is_user_annotation and end > start:
+            kernels[(e.name, start, end)] = _family(e.name, KERNEL_FAMILIES, "other kernels")
+    spans = [(s, t) for _, s, t in kernels]
+    busy, gaps = _union(spans)
+    if spans:
+        gaps = [(lo, min(s for s, _ in spans))] + gaps
+        gaps.append((max(t for _, t in spans), hi))
+    else:
+        gaps = [(lo, hi)]
+    for (_, start, end), fam in kernels.items():
+        parts["GPU: " + fam] = parts.get("GPU: " + fam, 0.0) + (end - start) * to_ms
+    overlap = busy * to_ms - sum(parts.values())
+    if abs(overlap) > 1e-6:
+        parts["GPU: kernels overlapping (counted once)"] = overlap
+    idle = {}
+    launches = sorted((e.time_range.start, e.thread) for e in cpu if _is_launch(e.name))
+    starts = [t for t, _ in launches]
+    op_threads = {e.thread for e in cpu if not _is_launch(e.name)}
+    for g0, g1 in gaps:
+        if g1 > g0:
+            thread = _launcher(segments, op_threads, launches, starts, g1, window.thread)
+            _charge(segments.get(thread, ([], [])), g0, g1, idle)
+    return (hi - lo) * to_ms, busy * to_ms, parts | {"idle": idle}
+
+
+def _is_launch(name):
+    return re.search(dict(CPU_FAMILIES)["kernel launches"], name) is not None
+
+
+def _launcher(segments, op_threads, launches, starts, t, default):
+    """The thread that launched the kernel that ended a wait at t: that of the last launch
+    before t, or, where launches carry a thread of their own, the thread running an
+    operator or range (not bare Python) at the moment of that launch."""
+    i = bisect.bisect_right(starts, t) - 1
+    if i < 0:
+        return default
+    when, thread = launches[i]
+    if thread in op_threads:
+        return thread
+    busy = [
+        (seg[0], th)
+        for th, timeline in segments.items()
+        if (seg := _at(timeline, when)) is not None and seg[2] != PYTHON
+    ]
+    return max(busy)[1] if busy else default
+
+
+def compare(steps, device, rounds=9, window_ms=10.0, profiled=10, max_calls=200):
+    """Time each step (a dict of name -> callable) in interleaved windows, then profile it.
+
+    Each variant is warmed up (3 calls), then every round runs one window of each variant,
+    in an order that rotates. A window is `calls` back-to-back calls, enough for about
+    `window_ms`. Nothing may compile while timing (asserted). Returns :class:`Results`.
+    """
+    calls = {}
+    for name, step in steps.items():
+        for _ in range(3):
+            step()
+        _sync(device)
+        start = time.perf_counter()
+        step()
+        _sync(device)
+        once = (time.perf_counter() - start) * 1e3
+        calls[name] = max(1, min(max_calls, math.ceil(window_ms / max(once, 1e-3))))
+    frames = _frames()
+    windows = {name: [] for name in steps}
+    names = list(steps)
+    for i in range(rounds):
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            _sync(device)
+            start = time.perf_counter()
+            for _ in range(calls[name]):
+                steps[name]()
+            _sync(device)
+            windows[name].append((time.perf_counter() - start) * 1e3 / calls[name])
+    issue = {}
+    for name, step in steps.items():  # a cross-check without the profiler (GPU only)
+        if device == "cuda":
+            _sync(device)
+            start = time.perf_counter()
+            for _ in range(calls[name]):
+                step()
+            issue[name] = (time.perf_counter() - start) * 1e3 / calls[name]
+            _sync(device)
+    results = Results()
+    for name, step in steps.items():
+        w = windows[name]
+        q1, median, q3 = statistics.quantiles(w, n=4) if len(w) > 1 else (w[0],) * 3
+        median = statistics.median(w)
+        n = max(3, min(profiled, calls[name]))
+        profiled_ms, busy_ms, parts = _profile_row(step, n, device)
+        row = Row(name, median, q3 - q1, w, profiled_ms, busy_ms, issue.get(name))
+        if busy_ms is None:  # the main thread's parts, scaled to the unprofiled step
+            row.parts = {k: v * median / profiled_ms for k, v in parts.items()}
+        else:  # kernel time as measured; the wait, in the profiled proportions
+            idle = parts.pop("idle")
+            wait, total = median - busy_ms, sum(idle.values()) or 1.0
+            row.parts = parts | {f"waiting: {k}": wait * v / total for k, v in idle.items()}
+        results[name] = row
+        row.check()
+    assert _frames() == frames, "something compiled while the steps were timed"
+    return results
+
+
+def copy_bandwidth(device, mib=None):
+    """Bytes per ms (read + written) of a large on-device copy: the copy roofline."""
+    n = (mib or (1024 if device == "cuda" else 128)) * 2**20 // 4
+    src = torch.rand(n, device=device)
+    dst = torch.empty_like(src)
+    row = compare({"copy": lambda: dst.copy_(src)}, device, rounds=5)["copy"]
+    return 2 * src.nbytes / row.ms, row
+
+
+@dataclass
+class Cold:
+    seconds: float  # the first call, wall time
+    compiling: float  # of which Dynamo, AOTAutograd and Inductor compiled
+    graphs: int  # graphs compiled
+    result: object
+
+
+def cold_compile(fn, *args, device="cpu", **kwargs):
+    """Call fn once from an empty compile cache; assert the cache missed and never hit."""
+    from torch._dynamo.utils import compile_times, counters
+    from torch._inductor.utils import fresh_cache
+
+    torch._dynamo.reset()
+    counters.clear()
+    with fresh_cache():
+        start = time.perf_counter()
+        result = fn(*args, **kwargs)
+        _sync(device)
+        seconds = time.perf_counter() - start
+    cache = counters["inductor"]
+    assert cache["fxgraph_cache_miss"] > 0 and cache["fxgraph_cache_hit"] == 0, dict(cache)
+    graphs = counters["stats"]["unique_graphs"]
+    assert graphs > 0, "nothing was compiled"
+    timed = dict(zip(*compile_times(repr="csv", aggregate=True)))
+    return Cold(seconds, float(timed.get("_compile.compile_inner", 0.0)), graphs, result)

@@ -1,0 +1,206 @@
+"""
+.. _measuring_recipe:
+
+Measuring a compiled step
+=========================
+
+**Author:** torch.compile tutorials team
+
+.. grid:: 2
+
+    .. grid-item-card:: :octicon:`mortar-board;1em;` What you will learn
+       :class-card: card-prerequisites
+
+       * How every page of this site times a step: interleaved windows, the median and
+         the spread, and a ratio with an interval from paired windows
+       * How the GPU's busy share is measured (kernel time from ``torch.profiler`` over
+         the step time measured without it) and which physics checks it must pass
+       * How a gap between two variants is taken apart into parts that add up to it
+       * The known answers that check the method on the machine that built this page
+
+    .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
+       :class-card: card-prerequisites
+
+       * PyTorch 2.9 or later
+       * A CUDA GPU for the GPU checks; runs on CPU with the CPU checks
+       * On CPU, Inductor needs a C++ compiler and the Python headers
+"""
+
+# %%
+# The measurement core
+# --------------------
+#
+# Every page on this site measures with one module, ``measure``. Its source sits in each
+# downloaded script and notebook, so a download runs on its own. Three calls do the work:
+#
+# * ``measure.compare({"name": step, ...}, device)`` times each variant in **interleaved
+#   windows** (A, B, A, B, ...; each window enough back-to-back calls for about 10 ms),
+#   with no profiler running, and keeps the **median** ms per step and the **spread**
+#   (the interquartile range of the windows). Then it profiles a few steps of each variant.
+# * ``results.versus(name, ref)`` compares two variants by their **paired** windows: the
+#   median of the per-round ratios, with the interval that a sign test gives (about 96 %
+#   for nine rounds). An interval that holds 1.00x is a tie. Pairing keeps a slow moment of
+#   the machine, which hits both windows of a round, out of the verdict.
+# * A row's ``parts`` split its step into pieces that add up to it. On a GPU: the kernel
+#   time by family (matmul, attention, compiled kernels, eager elementwise, copies,
+#   optimizer, communication), which is the **busy** time, plus the time the GPU waited,
+#   charged to what the thread that launched the next kernel was doing meanwhile
+#   (Python, guards, eager operators, launches...). On a CPU: the main thread's time by
+#   the same families. ``versus`` names the parts that moved most and how much of the gap
+#   they cover.
+#
+# The **busy share** is the busy time per step over the step time measured *without* the
+# profiler: the profiler's own CPU cost stretches a profiled step (the **stretch** column
+# says by how much), so a share taken over the profiled loop would call a GPU-bound step
+# CPU-bound. Each row is checked against physics in code: busy at most 100 %, no part
+# longer than the step, and, where a page knows the bytes a step must move, busy time at
+# least the time to move them at copy speed. A failed check prints a line and fails the
+# site's build: it is a bug in the method, never a finding.
+#
+# The waiting time under the profiler is longer than without it; ``compare`` splits the
+# unprofiled wait in the proportions the profiled steps showed. The known answers below
+# check how close that comes.
+
+import time
+
+import torch
+from tabulate import tabulate
+
+import measure
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
+print(f"{name}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+
+
+def spin(ms):
+    """Keep the CPU busy for ms milliseconds (a stand-in for Python work)."""
+    end = time.perf_counter() + ms / 1e3
+    while time.perf_counter() < end:
+        pass
+
+
+def show(results, title):
+    rows = [[n, *results.cells(n)] for n in results]
+    print(title)
+    print(tabulate(rows, ["variant", *results.headers()], "github", ["", *results.formats()]))
+    for n, row in results.items():
+        parts = sorted(row.parts.items(), key=lambda kv: -abs(kv[1]))
+        print(f"  {n}: " + "; ".join(f"{k} {ms:.3f}" for k, ms in parts[:5]) + " (ms)")
+
+
+# %%
+# Known answer 1: a step with a known CPU delay
+# ---------------------------------------------
+#
+# The work of the step is a matrix product. The "delayed" variant spends ``DELAY_MS`` in
+# Python first, as a slow data loader or a long chain of small operators would. On a GPU
+# the product runs while the CPU spins, so the delayed step takes about the delay, and the
+# busy share must be the product's kernel time over that step. On a CPU nothing overlaps:
+# the delayed step is the product plus the delay, and the part called Python must hold
+# the delay.
+
+n = 2048 if device == "cuda" else 512
+a, p = torch.randn(n, n, device=device), torch.empty(n, n, device=device)
+DELAY_MS = 2.0
+work = lambda: torch.mm(a, a, out=p)  # noqa: E731
+
+
+def delayed():
+    spin(DELAY_MS)
+    work()
+
+
+known = measure.compare({"product": work, "delayed": delayed}, device)
+show(known, f"a {n}x{n} matrix product, and the same after a {DELAY_MS} ms delay")
+product, slow = known["product"], known["delayed"]
+if device == "cuda":
+    expected = 100 * product.busy_ms / max(DELAY_MS, product.ms)
+    print(f"busy share of the delayed step: {slow.busy:.0f} %, expected {expected:.0f} %")
+    assert abs(slow.busy - expected) <= 10, (slow.busy, expected)
+else:
+    python = slow.parts[measure.PYTHON] - product.parts.get(measure.PYTHON, 0.0)
+    print(f"Python part grew by {python:.3f} ms for a {DELAY_MS} ms delay")
+    assert abs(python - DELAY_MS) <= 0.35 * DELAY_MS, python
+
+# %%
+# Known answer 2: a copy-speed kernel
+# -----------------------------------
+#
+# ``copy_bandwidth`` measures how fast the device copies a large tensor (bytes read plus
+# bytes written, per ms): the **copy roofline**. An elementwise ``add`` of two such
+# tensors reads two and writes one, so it cannot take less than three tensors' bytes at
+# that speed. On a GPU it should come close, and the GPU should be busy for the whole
+# step. On a CPU the byte count is only a guide: a CPU reads a line of memory before it
+# writes it (the copy moves three tensors' bytes where two are counted, the add four where
+# three are), and its caches hold part of what a step reads, so the share may exceed 100 %.
+
+bytes_per_ms, copy_row = measure.copy_bandwidth(device)
+x, y = torch.rand(2, (2**28 if device == "cuda" else 2**25), device=device)
+out = torch.empty_like(x)
+added = measure.compare({"add": lambda: torch.add(x, y, out=out)}, device)["add"]
+roofline_ms = 3 * x.nbytes / bytes_per_ms
+added.check(roofline_ms=roofline_ms)
+share = 100 * roofline_ms / added.ms
+print(f"copy: {bytes_per_ms / 1e6:.0f} GB/s; add: {added.ms:.3f} ms, {share:.0f} % of the")
+print(f"copy roofline ({roofline_ms:.3f} ms); busy: {added.busy or 0:.0f} % (GPU only)")
+if device == "cuda":
+    assert 70 <= share <= 110 and added.busy >= 90, (share, added)
+assert not measure.PHYSICS_FAILURES, measure.PHYSICS_FAILURES
+
+# %%
+# Known answer 3: a gap made of one extra operation
+# -------------------------------------------------
+#
+# Two variants of a step differ by one extra elementwise operation, whose own time is
+# measured first. The part that grew most must be that operation's family, by about the
+# operation's own time.
+
+b = torch.randn(2**24 if device == "cuda" else 2**21, device=device)
+c = torch.empty_like(b)
+extra = lambda: torch.exp(b, out=c)  # noqa: E731
+alone = measure.compare({"exp alone": extra}, device)["exp alone"]
+gap = measure.compare(
+    {"with exp": lambda: (work(), extra()), "without": work}, device, rounds=11
+)
+line = gap.versus("with exp", "without")
+print(f"exp alone: {alone.ms:.3f} ms")
+print(line)
+moved = {
+    k: gap["with exp"].parts.get(k, 0) - gap["without"].parts.get(k, 0)
+    for k in gap["with exp"].parts
+}
+top = max(moved, key=lambda k: moved[k])
+print(f"part that grew most: {top} ({moved[top]:+.3f} ms)")
+assert abs(moved[top] - alone.ms) <= 0.35 * alone.ms + 0.02, (moved[top], alone.ms)
+assert top == ("GPU: eager elementwise" if device == "cuda" else "eager operators"), top
+
+# %%
+# Reading a page's tables
+# -----------------------
+#
+# * **step (ms)** and **spread (ms)**: the median of the unprofiled windows and their
+#   interquartile range.
+# * **busy %** (GPU only): kernel time per step over the unprofiled step. At 85 % or
+#   more, **bound** says GPU: only less GPU work shortens the step. Below, the GPU waited
+#   for the CPU, and the ``waiting:`` parts say what the launching thread was doing.
+# * **profiler stretch**: the profiled step over the unprofiled one. A large stretch
+#   means the waiting parts were rescaled a lot: read them as proportions.
+# * A comparison line gives both medians, the gap, the paired ratio with its interval,
+#   and the parts that moved most, with the share of the gap they cover and what the
+#   smaller parts add up to.
+#
+# Conclusion
+# ----------
+#
+# Timing without the profiler and profiling apart, then checking every row against
+# physics, keeps the busy share honest; pairing interleaved windows keeps noise out of a
+# verdict; splitting a step into parts that add up to it makes a gap explain itself. The
+# three known answers above ran on the machine that built this page.
+#
+# Further reading
+# ---------------
+#
+# * `torch.profiler <https://docs.pytorch.org/docs/stable/profiler.html>`__: the events
+#   this method reads.
+# * :ref:`compiling_optimizer_recipe`: the method on an optimizer step and its roofline.
