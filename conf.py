@@ -30,6 +30,7 @@ extensions = [
     "sphinxext.failures",
     "sphinxext.notebooks",
     "sphinxext.reports",
+    "sphinxext.core",
 ]
 
 exclude_patterns = [

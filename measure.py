@@ -95,6 +95,16 @@ def _union(spans):
     return total, gaps
 
 
+def _close_until(stack, segments, t):
+    """Pop the events that ended by t, adding the time each had left as its own."""
+    while stack and stack[-1][0] <= t:
+        end, fam, mark = stack.pop()
+        if end > mark:
+            segments.append((mark, end, fam))
+        if stack:
+            stack[-1][2] = max(stack[-1][2], end)
+
+
 def _self_segments(events):
     """{thread: (starts, segments)}: each stretch of a thread's time as (start, end,
     family of the innermost event running then), in order; time with no event is absent."""
@@ -106,25 +116,16 @@ def _self_segments(events):
     for thread, evs in by_thread.items():
         evs.sort(key=lambda e: (e.time_range.start, -e.time_range.end))
         segments, stack = [], []  # stack entries: [end, family, time accounted up to]
-
-        def close_until(t):
-            while stack and stack[-1][0] <= t:
-                end, fam, mark = stack.pop()
-                if end > mark:
-                    segments.append((mark, end, fam))
-                if stack:
-                    stack[-1][2] = max(stack[-1][2], end)
-
         for e in evs:
             start, end = e.time_range.start, e.time_range.end
-            close_until(start)
+            _close_until(stack, segments, start)
             if stack:
                 if start > stack[-1][2]:
                     segments.append((stack[-1][2], start, stack[-1][1]))
                 stack[-1][2] = max(stack[-1][2], start)
                 end = min(end, stack[-1][0])  # a child ends inside its parent
             stack.append([end, _family(e.name, CPU_FAMILIES, PYTHON), start])
-        close_until(float("inf"))
+        _close_until(stack, segments, float("inf"))
         out[thread] = ([s for s, _, _ in segments], segments)
     return out
 
@@ -286,7 +287,9 @@ def _profile_row(step, steps, device):
     for e in events:
         start, end = max(e.time_range.start, lo), min(e.time_range.end, hi)
         if e.device_type.name == "CUDA" and not e.is_user_annotation and end > start:
-            kernels[(e.name, start, end)] = _family(e.name, KERNEL_FAMILIES, "other kernels")
+            kernels[(e.name, start, end)] = _family(
+                e.name, KERNEL_FAMILIES, "other kernels"
+            )
     spans = [(s, t) for _, s, t in kernels]
     busy, gaps = _union(spans)
     if spans:
@@ -305,7 +308,9 @@ def _profile_row(step, steps, device):
     op_threads = {e.thread for e in cpu if not _is_launch(e.name)}
     for g0, g1 in gaps:
         if g1 > g0:
-            thread = _launcher(segments, op_threads, launches, starts, g1, window.thread)
+            thread = _launcher(
+                segments, op_threads, launches, starts, g1, window.thread
+            )
             _charge(segments.get(thread, ([], [])), g0, g1, idle)
     return (hi - lo) * to_ms, busy * to_ms, parts | {"idle": idle}
 
@@ -382,7 +387,9 @@ def compare(steps, device, rounds=9, window_ms=10.0, profiled=10, max_calls=200)
         else:  # kernel time as measured; the wait, in the profiled proportions
             idle = parts.pop("idle")
             wait, total = median - busy_ms, sum(idle.values()) or 1.0
-            row.parts = parts | {f"waiting: {k}": wait * v / total for k, v in idle.items()}
+            row.parts = parts | {
+                f"waiting: {k}": wait * v / total for k, v in idle.items()
+            }
         results[name] = row
         row.check()
     assert _frames() == frames, "something compiled while the steps were timed"
@@ -419,8 +426,12 @@ def cold_compile(fn, *args, device="cpu", **kwargs):
         _sync(device)
         seconds = time.perf_counter() - start
     cache = counters["inductor"]
-    assert cache["fxgraph_cache_miss"] > 0 and cache["fxgraph_cache_hit"] == 0, dict(cache)
+    assert cache["fxgraph_cache_miss"] > 0 and cache["fxgraph_cache_hit"] == 0, dict(
+        cache
+    )
     graphs = counters["stats"]["unique_graphs"]
     assert graphs > 0, "nothing was compiled"
     timed = dict(zip(*compile_times(repr="csv", aggregate=True)))
-    return Cold(seconds, float(timed.get("_compile.compile_inner", 0.0)), graphs, result)
+    return Cold(
+        seconds, float(timed.get("_compile.compile_inner", 0.0)), graphs, result
+    )

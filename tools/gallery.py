@@ -385,3 +385,68 @@ def save_records(records, root=ROOT):
         write_report(path, sorted(kept.values(), key=lambda r: (r.source, r.row)))
         written.append(path)
     return written
+
+
+# The measurement core (measure.py), which every tutorial imports. A download carries it.
+CORE = "measure.py"
+_IMPORTS_CORE = re.compile(r"^(import measure\b|from measure import )", re.MULTILINE)
+CORE_CELL_MARK = "# The site's measurement core"
+
+
+def imports_core(text):
+    return _IMPORTS_CORE.search(text) is not None
+
+
+def core_block(root=ROOT):
+    """The code that makes ``import measure`` work in a download: measure.py's source,
+    registered as a module, with a comment that says why it is there."""
+    source = (Path(root) / CORE).read_text(encoding="utf-8")
+    if "'''" in source or source.endswith("\\"):
+        raise ValueError(
+            f"{CORE}: ''' or a trailing backslash cannot be carried in r'''...'''"
+        )
+    return (
+        f'{CORE_CELL_MARK} (``measure``, explained by the recipe "Measuring a compiled\n'
+        '# step"), carried here so that this download runs with no other file beside it.\n'
+        "import sys as _sys\n"
+        "import types as _types\n"
+        "\n"
+        'measure = _sys.modules["measure"] = _types.ModuleType("measure")\n'
+        f"exec(compile(r'''{source}''', \"measure.py\", \"exec\"), measure.__dict__)\n"
+    )
+
+
+def download_script(text, root=ROOT):
+    """A tutorial's source as a reader downloads it: the core's block after the docstring."""
+    if not imports_core(text) or CORE_CELL_MARK in text:
+        return text
+    tree = ast.parse(text)
+    first = tree.body[0] if tree.body else None
+    docstring = (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    )
+    lines = text.splitlines(keepends=True)
+    at = first.end_lineno if docstring else 0
+    block = "\n# %%\n" + core_block(root) + "\n"
+    return "".join(lines[:at]) + block + "".join(lines[at:])
+
+
+def download_notebook(notebook, root=ROOT):
+    """A notebook (nbformat JSON as a dict) with the core's block as a cell after the first."""
+    cells = notebook.get("cells", [])
+    code = "\n".join(
+        "".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code"
+    )
+    if not imports_core(code) or CORE_CELL_MARK in code:
+        return notebook
+    cell = {
+        "cell_type": "code",
+        "execution_count": None,
+        "metadata": {"collapsed": False},
+        "outputs": [],
+        "source": core_block(root),
+    }
+    notebook["cells"] = cells[:1] + [cell] + cells[1:]
+    return notebook

@@ -46,6 +46,7 @@ TRACEBACK = "Traceback (most recent call last)"
 INTENDED = "intended-traceback"
 WARNING = re.compile(r"\b(DeprecationWarning|FutureWarning)\b")
 INTENDED_WARNING = "intended-warning"
+PHYSICS = "Physics check failed"
 MINIMUM = re.compile(r"PyTorch (\d+)\.(\d+)(?:\.\d+)? or (?:later|newer)")
 
 
@@ -100,6 +101,9 @@ def _check_outputs(soup, page, report):
                 page,
                 f"an output block shows a traceback not marked {INTENDED!r}: {last}",
             )
+        for line in text.splitlines():
+            if line.startswith(PHYSICS):  # the core's checks: a bug in the method
+                report.fail(page, f"{line.strip()[:200]} (measure.py's physics checks)")
         warning = WARNING.search(text)
         if warning and INTENDED_WARNING not in code_text:
             line = next(ln for ln in text.splitlines() if warning.group(1) in ln)[:160]
@@ -119,12 +123,20 @@ def _check_downloads(site, soup, page, report):
         if target is None or not target.is_file():
             report.fail(page, f"the {suffix} download {link['href']} is missing")
             continue
+        text = target.read_text(encoding="utf-8")
         if suffix == ".ipynb":
             try:
-                nbformat.validate(nbformat.read(target, as_version=4))
+                notebook = nbformat.reads(text, as_version=4)
+                nbformat.validate(notebook)
             except Exception as exc:
                 # Any reader or schema error means a broken download.
                 report.fail(page, f"the notebook is not valid nbformat: {exc!s:.200}")
+                continue
+            text = "\n".join(c.source for c in notebook.cells if c.cell_type == "code")
+        if gallery.imports_core(text) and gallery.CORE_CELL_MARK not in text:
+            report.fail(
+                page, f"the {suffix} download imports measure but does not carry it"
+            )
 
 
 def _check_tutorial(site, soup, page, report, must_run, tutorial, records, root):

@@ -1,0 +1,136 @@
+"""The measurement core (measure.py) against answers known in advance, on the CPU, and the
+block that carries it into every download. The GPU's known answers run in the recipe
+recipes_source/measuring.py on every GPU build."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+from conftest import ROOT
+from test_validator import make_site, problems
+
+import measure
+from tools import gallery
+
+
+def event(name, start, end, thread=1):
+    return SimpleNamespace(
+        name=name, thread=thread, time_range=SimpleNamespace(start=start, end=end)
+    )
+
+
+def test_union_counts_overlap_once_and_lists_the_gaps():
+    assert measure._union([(0, 2), (1, 3), (5, 6)]) == (4, [(3, 5)])
+
+
+def test_nested_events_split_into_their_own_time():
+    # a range 0-10 holding an operator 2-6, which holds a launch 3-4; then Python
+    events = [
+        event("Optimizer.step#Adam.step", 0, 10),
+        event("aten::mm", 2, 6),
+        event("cudaLaunchKernel", 3, 4),
+    ]
+    timeline = measure._self_segments(events)[1]
+    assert timeline[1] == [
+        (0, 2, "optimizer"),
+        (2, 3, "matmul"),
+        (3, 4, "kernel launches"),
+        (4, 6, "matmul"),
+        (6, 10, "optimizer"),
+    ]
+    parts = {}
+    measure._charge(timeline, -2, 12, parts)  # 4 ms with no event: Python
+    assert parts == {
+        "optimizer": 6,
+        "matmul": 3,
+        "kernel launches": 1,
+        measure.PYTHON: 4,
+    }
+
+
+def test_paired_ratio_and_its_interval():
+    results = measure.Results()
+    base = [1.0, 1.1, 0.9, 1.0, 1.2, 1.0, 0.95, 1.05, 1.0]
+    for name, factor in [("a", 1.0), ("b", 1.5)]:
+        windows = [w * factor for w in base]
+        results[name] = measure.Row(name, 1.0 * factor, 0.1, windows, 1.0 * factor)
+    mid, lo, hi, conf = results.ratio("b", "a")
+    assert (mid, lo, hi) == pytest.approx((1.5, 1.5, 1.5))
+    assert conf == pytest.approx(1 - 2 * 10 / 512)  # 9 rounds: 2nd to 8th of 9
+    results["c"] = measure.Row("c", 1.0, 0.1, [1.0, 1.1, 0.9] * 3, 1.0)
+    assert "a tie" in results.versus("c", "a")
+
+
+def test_physics_checks_report_a_busy_share_above_100_and_below_the_roofline(capsys):
+    row = measure.Row("r", ms=1.0, spread=0.0, windows=[1.0], profiled_ms=1.0)
+    row.busy_ms = 1.2
+    assert len(row.check(roofline_ms=1.5)) == 2
+    assert capsys.readouterr().out.count("Physics check failed, r:") == 2
+    measure.PHYSICS_FAILURES.clear()
+
+
+def spin(ms):
+    end = time.perf_counter() + ms / 1e3
+    while time.perf_counter() < end:
+        pass
+
+
+def test_a_known_delay_is_found_in_python_and_parts_add_up():
+    x = torch.randn(128, 128)
+    results = measure.compare(
+        {"short": lambda: (spin(1.0), x @ x), "long": lambda: (spin(3.0), x @ x)},
+        "cpu",
+        rounds=7,
+    )
+    for row in results.values():
+        assert sum(row.parts.values()) == pytest.approx(row.ms)
+        assert row.busy is None and row.ms > 0
+    # The spin holds the CPU for at least 2 ms more (a busy machine can only add to it),
+    # and the parts must put the gap in Python, not in the product.
+    gap = results["long"].ms - results["short"].ms
+    grew = results["long"].parts[measure.PYTHON] - results["short"].parts[measure.PYTHON]
+    assert gap >= 1.8 and grew == pytest.approx(gap, rel=0.25), (gap, grew)
+    line = results.versus("long", "short")
+    assert "slower" in line and "Python and other host work +" in line
+    assert not measure.PHYSICS_FAILURES
+
+
+def test_a_download_runs_with_no_file_of_the_project_beside_it(tmp_path):
+    script = '"""Title\n=====\n"""\n\nimport measure\n\nprint(measure.compare.__name__)\n'
+    (tmp_path / "page.py").write_text(gallery.download_script(script))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [sys.executable, "page.py"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "compare"
+    text = (tmp_path / "page.py").read_text()
+    assert text.startswith('"""Title') and gallery.download_script(text) == text
+
+
+def test_a_notebook_gets_the_core_as_its_second_cell():
+    cells = [
+        {"cell_type": "code", "source": "%pip install torch"},
+        {"cell_type": "code", "source": "import measure"},
+    ]
+    notebook = gallery.download_notebook({"cells": cells})
+    assert gallery.CORE_CELL_MARK in notebook["cells"][1]["source"]
+    assert notebook["cells"][2]["source"] == "import measure"
+    assert json.dumps(notebook)  # still plain JSON
+
+
+def test_validator_fails_a_page_with_a_physics_failure(tmp_path):
+    output = "Physics check failed, add: busy 130 % is above 100 %"
+    assert "physics checks" in problems(make_site(tmp_path, output=output))
+
+
+def test_every_tutorial_measures_with_the_core():
+    for t in gallery.tutorials(ROOT):
+        text = (ROOT / t.source).read_text(encoding="utf-8")
+        assert gallery.imports_core(text), t.source
+        assert "def step_and_busy" not in text and "def attribute" not in text, t.source
