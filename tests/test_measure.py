@@ -93,7 +93,9 @@ def test_a_known_delay_is_found_in_python_and_parts_add_up():
     # The spin holds the CPU for at least 2 ms more (a busy machine can only add to it),
     # and the parts must put the gap in Python, not in the product.
     gap = results["long"].ms - results["short"].ms
-    grew = results["long"].parts[measure.PYTHON] - results["short"].parts[measure.PYTHON]
+    grew = (
+        results["long"].parts[measure.PYTHON] - results["short"].parts[measure.PYTHON]
+    )
     assert gap >= 1.8 and grew == pytest.approx(gap, rel=0.25), (gap, grew)
     line = results.versus("long", "short")
     assert "slower" in line and "Python and other host work +" in line
@@ -101,11 +103,17 @@ def test_a_known_delay_is_found_in_python_and_parts_add_up():
 
 
 def test_a_download_runs_with_no_file_of_the_project_beside_it(tmp_path):
-    script = '"""Title\n=====\n"""\n\nimport measure\n\nprint(measure.compare.__name__)\n'
+    script = (
+        '"""Title\n=====\n"""\n\nimport measure\n\nprint(measure.compare.__name__)\n'
+    )
     (tmp_path / "page.py").write_text(gallery.download_script(script))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run(
-        [sys.executable, "page.py"], cwd=tmp_path, env=env, capture_output=True, text=True
+        [sys.executable, "page.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "compare"

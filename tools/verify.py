@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -133,7 +132,9 @@ def run_one(python, root, tutorial, facts, timeout, logs):
         raise VerifyError(str(exc)) from None
     with tempfile.TemporaryDirectory(prefix="verify-") as tmp:
         script = Path(tmp) / source.name
-        shutil.copy(source, script)
+        # the script a reader downloads: the measurement core carried inside it
+        text = source.read_text(encoding="utf-8")
+        script.write_text(gallery.download_script(text, root), encoding="utf-8")
         env = {
             k: v
             for k, v in os.environ.items()
