@@ -337,14 +337,18 @@ def _launcher(segments, op_threads, launches, starts, t, default):
     return max(busy)[1] if busy else default
 
 
-def compare(steps, device, rounds=9, window_ms=10.0, profiled=10, max_calls=200):
+def compare(
+    steps, device, rounds=9, window_ms=10.0, profiled=10, max_calls=200, calls=None
+):
     """Time each step (a dict of name -> callable) in interleaved windows, then profile it.
 
     Each variant is warmed up (3 calls), then every round runs one window of each variant,
-    in an order that rotates. A window is `calls` back-to-back calls, enough for about
-    `window_ms`. Nothing may compile while timing (asserted). Returns :class:`Results`.
+    in an order that rotates. A window is back-to-back calls, enough for about
+    `window_ms`, or `calls` of them (processes that must run the same steps, such as the
+    ranks of a distributed job, pass it). Nothing may compile while timing (asserted).
+    Returns :class:`Results`.
     """
-    calls = {}
+    fixed, calls = calls, {}
     for name, step in steps.items():
         for _ in range(3):
             step()
@@ -353,7 +357,9 @@ def compare(steps, device, rounds=9, window_ms=10.0, profiled=10, max_calls=200)
         step()
         _sync(device)
         once = (time.perf_counter() - start) * 1e3
-        calls[name] = max(1, min(max_calls, math.ceil(window_ms / max(once, 1e-3))))
+        calls[name] = fixed or max(
+            1, min(max_calls, math.ceil(window_ms / max(once, 1e-3)))
+        )
     frames = _frames()
     windows = {name: [] for name in steps}
     names = list(steps)
