@@ -50,6 +50,7 @@ CPU_FAMILIES = [
     ("compiled-code entry", r"Torch-Compiled Region|CompiledFunction|AOTDispatcher"),
     ("kernel launches", r"LaunchKernel|GraphLaunch|MemcpyAsync|MemsetAsync|cuLaunch"),
     ("synchronize", r"Synchronize|cudaEventQuery|cudaStreamWait"),
+    ("FSDP2 hooks", r"^FSDP::"),
     ("communication", r"nccl|c10d|gloo|all_reduce|allreduce|reduce_scatter|all_gather"),
     ("attention", r"scaled_dot_product|flash|efficient_attention"),
     ("matmul", r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|.*conv)"),
@@ -77,7 +78,8 @@ def _sync(device):
 def _frames():
     from torch._dynamo.utils import counters
 
-    return counters["frames"]["total"]
+    # a fullgraph=True compile counts no frame; every compile counts a graph
+    return counters["frames"]["total"], counters["stats"]["unique_graphs"]
 
 
 def _union(spans):
@@ -432,9 +434,9 @@ def cold_compile(fn, *args, device="cpu", **kwargs):
         _sync(device)
         seconds = time.perf_counter() - start
     cache = counters["inductor"]
-    assert cache["fxgraph_cache_miss"] > 0 and cache["fxgraph_cache_hit"] == 0, dict(
-        cache
-    )
+    # a graph the cache cannot hold (foreach_map's, for one) is a bypass, not a miss
+    compiled = cache["fxgraph_cache_miss"] + cache["fxgraph_cache_bypass"]
+    assert compiled > 0 and cache["fxgraph_cache_hit"] == 0, dict(cache)
     graphs = counters["stats"]["unique_graphs"]
     assert graphs > 0, "nothing was compiled"
     timed = dict(zip(*compile_times(repr="csv", aggregate=True)))

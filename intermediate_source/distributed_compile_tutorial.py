@@ -15,9 +15,9 @@ torch.compile with DDP and FSDP2
          ``DDPOptimizer`` splits the graph at bucket boundaries to keep the overlap
        * How to compile an FSDP2 (``fully_shard``) transformer block by block, as
          TorchTitan does, or as a whole, and what ``MixedPrecisionPolicy`` casts when
-       * How to measure a distributed step on both ranks: model FLOPs utilization, and
-         a split of each step into compute, communication, waiting for the other rank and
-         idle time, with a verdict per rank
+       * How to time a distributed step on both ranks with the site's measurement core:
+         model FLOPs utilization, the step's parts, and where waiting for the other rank
+         shows up
        * How to check that compiled distributed training computes the same losses and
          gradients as a single process
 
@@ -27,7 +27,7 @@ torch.compile with DDP and FSDP2
        * PyTorch 2.9 or later
        * Familiarity with ``torch.compile`` and with DDP or FSDP
        * Linux (the workers pin their threads with ``os.sched_setaffinity``)
-       * Two CUDA GPUs of compute capability 7.5 or newer with about 48 GB each for the
+       * Two CUDA GPUs of compute capability 7.5 or newer with about 70 GB each for the
          timings (NCCL); runs as two CPU processes (gloo) with small sizes
        * On CPU, Inductor needs a C++ compiler and the Python headers
 """
@@ -57,12 +57,13 @@ torch.compile with DDP and FSDP2
 # ------------------
 #
 # Functions defined in a notebook cannot be imported by freshly spawned processes, so
-# the page writes a worker script from the source of the functions shown below and
-# starts two copies with ``torchrun`` (``--standalone`` picks a free port). With two
-# GPUs the workers use NCCL, one GPU each; otherwise two CPU processes use gloo with a
-# small float32 model. NVLink multicast stays off (``NCCL_NVLS_ENABLE=0`` and its
-# siblings below), so every multi-GPU host runs the same code path. Two ranks run in
-# lockstep, so a delay on either one shows in both; the workers remove what they can:
+# the page writes a worker script from the source of the functions shown below, puts
+# the measurement core's source (``measure.py``) beside it, and starts two copies with
+# ``torchrun`` (``--standalone`` picks a free port). With two GPUs the workers use
+# NCCL, one GPU each; otherwise two CPU processes use gloo with a small float32 model.
+# NVLink multicast stays off (``NCCL_NVLS_ENABLE=0`` and its siblings below), so every
+# multi-GPU host runs the same code path. Two ranks run in lockstep, so a delay on
+# either one shows in both; the workers remove what they can:
 #
 # * each rank pins all its threads to its own half of the cores the job may use
 #   (``os.sched_setaffinity``), so the two ranks never compete for a core and the
@@ -78,18 +79,17 @@ import gc
 import inspect
 import json
 import os
-import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, OrderedDict, defaultdict
+from collections import OrderedDict
 from functools import partial
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -98,20 +98,21 @@ from tabulate import tabulate
 from torch._dynamo.utils import counters
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.profiler import ProfilerActivity, profile
+
+import measure
 
 gpu = torch.cuda.device_count() >= 2 and dist.is_nccl_available()
 if gpu:
     where = f"2 x {torch.cuda.get_device_name()}, NCCL"
     # About 1.1 B parameters; few, wide blocks give large matrix products per FSDP2 unit.
     cfg = dict(backend="nccl", dtype="bfloat16", width=3072, heads=24, depth=8)
-    cfg.update(vocab=32768, seq=2048, batch=3, bucket_mb=500, steps=3, lr=1e-4)
+    cfg.update(vocab=32768, seq=2048, batch=3, bucket_mb=500, lr=1e-4)
 else:
     where = "CPU, gloo"
     # 1 MB DDP buckets (the smallest DDPOptimizer accepts) still cut this model in pieces.
     cfg = dict(backend="gloo", dtype="float32", width=128, heads=4, depth=2)
-    cfg.update(vocab=1024, seq=64, batch=4, bucket_mb=1, steps=2, lr=1e-3)
-cfg.update(world=2, check=3, windows=11, profiled=2)
+    cfg.update(vocab=1024, seq=64, batch=4, bucket_mb=1, lr=1e-3)
+cfg.update(world=2, check=3, rounds=11)
 print(f"Path: {where}; torch {torch.__version__}; 2 processes")
 print(", ".join(f"{k} {v}" for k, v in cfg.items() if k != "backend"))
 
@@ -242,93 +243,35 @@ torch.cuda.empty_cache()
 # Measuring a distributed step
 # ----------------------------
 #
-# ``measure`` runs inside each rank. It times ``windows`` windows of ``steps``
-# back-to-back steps without the profiler (on GPUs up to a ``torch.cuda.synchronize``)
-# and keeps the median step and the **spread**, the interquartile range of the windows.
-# Then ``torch.profiler`` records CPU and CUDA activity over ``profiled`` more steps,
-# and the wall time of that profiled loop. On GPUs the **peak GB** is the most memory
-# the caching allocator held for tensors over all the measured steps. From the kernels
-# (on GPUs):
+# Timings come from the site's measurement core (:ref:`measuring_recipe` explains it).
+# Each rank calls ``measure.compare`` on its own, on the variants of one **group**: an
+# eager variant and the compiled variants to compare with it, all alive at once and
+# timed in interleaved windows without the profiler, then profiled for a few steps.
+# ``compare`` picks how many calls fill a window by timing one call, and the two ranks
+# could pick different counts and so run different collectives, which would hang both;
+# ``max_calls=1`` makes every window one step on every rank. The ranks run in
+# lockstep, so their step times come out close; their parts need not. Each rank sends
+# its rows back as JSON, and the launcher turns them into the core's ``Results`` again,
+# checks them against physics and prints the tables and the comparison lines.
 #
-# * **busy**: the time during which at least one kernel runs, the union of their
-#   intervals, so an NCCL kernel beside a compute kernel on another stream counts once;
-#   the **busy share** is busy time over the profiled loop's own wall time;
-# * **compute**: the union of the kernels that are not NCCL's;
-# * **exposed communication**: busy minus compute, the time in which only collectives
-#   run. It holds two things. An NCCL kernel starts when its stream reaches it and then
-#   waits on the GPU for its peer; only when both have arrived does data move. The two
-#   ranks run the same collectives in the same order, so the rank that arrived last
-#   waited for nobody: its kernel's duration is the **transfer**. The page gathers the
-#   other rank's durations, and the earlier rank's extra time at the start of each
-#   kernel is **waiting for the other rank**.
-# * **idle**: the profiled wall time in which no kernel runs: the GPU waits for its CPU.
+# A rank that reaches a collective before the other rank waits inside it; that wait is
+# neither its compute nor its idle time, and the core counts it under
+# **communication**. On GPUs an NCCL kernel starts when its stream reaches it and spins
+# on the GPU until its peer arrives, so the wait is part of that kernel's time, in
+# ``GPU: communication``; a GPU left idle while its CPU thread blocks in a collective
+# call counts under ``waiting: communication``. On the CPU path gloo moves the data on
+# the CPU, and the core splits the main thread's time by the innermost operator or
+# range it was running: time inside a collective call, or inside one of FSDP2's ranges
+# named after one (``FSDP::all_gather_copy_in`` and the like; the operators inside such
+# a range count as themselves), is ``communication``. The communication column below
+# adds all these parts: data moving and waiting for the other rank together.
 #
-# On the CPU path gloo moves the data on the CPU and there are no kernels, so the tables
-# there leave these columns out.
+# Dynamo's caches belong to the process, and a variant compiled earlier in a group would
+# serve later variants of the same blocks from them. So every group starts from
+# ``torch._dynamo.reset()`` with fresh models, and each compiled FSDP2 variant gets a
+# group of its own beside a fresh eager FSDP2 run. While a rank times its steps, the
+# garbage collector is frozen and off (see above).
 #
-# The **verdict** of a rank leaves its waiting out (that time belongs to the other
-# rank's step): *compute* where compute fills at least 85 % of the rest, otherwise
-# *communication* or *CPU*, whichever of exposed transfer and idle time is larger.
-# ``measure`` also keeps the self CPU and device time of every operator and range, for
-# the attribution below, and the seconds its profiling took.
-
-
-def union(spans):
-    """Length of the union of (start, end) intervals."""
-    total, reach = 0.0, float("-inf")
-    for s, e in sorted(spans):
-        total += max(0.0, e - max(s, reach))
-        reach = max(reach, e)
-    return total
-
-
-def measure(step, dev, cfg):
-    cuda, steps, n = dev.type == "cuda", cfg["steps"], cfg["profiled"]
-    sync = torch.cuda.synchronize if cuda else lambda: None
-    gc.collect()
-    gc.freeze()  # what is alive now is never scanned again
-    gc.disable()
-    if cuda:  # the peak of the measured steps alone, nothing left from earlier
-        torch.cuda.reset_peak_memory_stats()
-
-    def run(k):  # ms per step of k steps back to back
-        start = time.perf_counter()
-        for _ in range(k):
-            step()
-        sync()
-        return 1e3 * (time.perf_counter() - start) / k
-
-    windows = [run(steps) for _ in range(cfg["windows"])]
-    profiling, activities = time.perf_counter(), [ProfilerActivity.CPU]
-    with profile(activities=activities + [ProfilerActivity.CUDA] * cuda) as prof:
-        wall = run(n)
-    gc.enable()
-    gc.unfreeze()
-    q1, _, q3 = statistics.quantiles(windows, n=4)
-    out = dict(step=statistics.median(windows), spread=q3 - q1, wall=wall)
-    out.update(ops={}, nccl=[], compute=[], by=defaultdict(float))
-    for e in prof.key_averages():  # a kernel's device time, not its launcher's again
-        kernel = e.device_type.name == "CUDA" and not e.is_user_annotation
-        out["ops"][e.key] = (e.self_cpu_time_total, e.self_device_time_total * kernel)
-    for e in prof.events():
-        if e.device_type.name == "CUDA" and not e.is_user_annotation:
-            kind = "nccl" if "nccl" in e.name.lower() else "compute"
-            out[kind].append((e.name, e.time_range.start, e.time_range.end))
-    # Each kernel once: a "Command Buffer Full" event repeats its launch's kernels.
-    left = Counter((name, end - start) for name, start, end in out["compute"])
-    for e in prof.events():
-        up = e  # an operator's kernels: the innermost range of LAUNCHERS above it
-        while e.kernels and up and not up.name.startswith(tuple(LAUNCHERS)):
-            up = up.cpu_parent
-        by = [v for k, v in LAUNCHERS.items() if up and up.name.startswith(k)]
-        for k in (k for k in e.kernels if left[k.name, k.duration] > 0):
-            left[k.name, k.duration] -= 1
-            kind = "matmul and attention" if MATMUL.search(k.name) else None
-            out["by"][kind or (by or ["eager operators"])[0]] += k.duration / 1e3 / n
-    return out | {"profiled_s": time.perf_counter() - profiling}
-
-
-# %%
 # The worker
 # ----------
 #
@@ -336,34 +279,27 @@ def measure(step, dev, cfg):
 # piece of a split graph; Inductor hands each graph to AOTAutograd, which counts it. So
 # the tables show two counts: graphs captured by Dynamo
 # (``counters["stats"]["unique_graphs"]``) and graphs compiled
-# (``counters["aot_autograd"]["total"]``).
+# (``counters["aot_autograd"]["total"]``), counted per variant.
 #
-# ``build`` makes each variant; ``run_variant`` trains it for ``check`` steps (the first
-# compiles), keeps the losses, averaged over the ranks, and the relative error of the
-# checked gradients against the reference (FSDP2's sharded gradients are gathered with
-# ``full_tensor``, a collective every rank joins), measures it on the last batch and
-# splits its exposed communication. ``main`` pins the rank's threads, then writes one
-# JSON report per variant and rank.
+# ``build`` makes each variant; ``run_group`` trains each variant of a group for
+# ``check`` steps (the first compiles), keeps the losses, averaged over the ranks, the
+# relative error of the checked gradients against the reference (FSDP2's sharded
+# gradients are gathered with ``full_tensor``, a collective every rank joins) and, on
+# GPUs, the most memory the variant held for tensors beyond what was allocated before
+# it was built (**peak GB**); then it times the group on the last batch. ``main`` pins
+# the rank's threads, then writes one JSON report per group and rank.
 
 WORKER_HEADER = """\
-import gc, json, os, re, statistics, sys, time
-from collections import Counter, OrderedDict, defaultdict
+import gc, json, os, sys
+from collections import OrderedDict
 from functools import partial
 from pathlib import Path
 import torch, torch.distributed as dist, torch.nn as nn, torch.nn.functional as F
 from torch._dynamo.utils import counters
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.profiler import ProfilerActivity, profile
+import measure
 """
-# cuBLAS's matmul and the fused attention kernels, by name. The other compute kernels
-# (elementwise, normalization, reduction, copies) go under the innermost of these ranges
-# that launched them, forward and backward alike, or else under "eager operators".
-MATMUL = re.compile("gemm|xmma|cutlass|nvjet|flash|fmha|cublas|sm90_|sm80_", re.I)
-LAUNCHERS = {"CompiledFunction": "compiled graphs", "FSDP::": "FSDP2's hooks"}
-LAUNCHERS["Optimizer.step"] = "optimizer step"
-WORKER_HEADER += f"LAUNCHERS = {LAUNCHERS!r}\n"  # the worker's copies
-WORKER_HEADER += f"MATMUL = re.compile({MATMUL.pattern!r}, re.I)\n"
 
 
 def build(variant, cfg, dev):
@@ -384,41 +320,39 @@ def build(variant, cfg, dev):
     return model, DDP(model, bucket_cap_mb=cfg["bucket_mb"])  # on the model's device
 
 
-def run_variant(variant, cfg, dev, ref_grads):
+def run_group(variants, cfg, dev, ref_grads):
+    gc.collect()  # the last group's models are gone before this one's are built
     torch._dynamo.reset()
-    counters.clear()
-    model, wrapped = build(variant, cfg, dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], fused=True)
-    amp = cfg["dtype"] == "bfloat16" and variant.startswith("DDP")
-    rank, world, losses, errors = dist.get_rank(), cfg["world"], [], {}
-    params = {n.replace("_orig_mod.", ""): p for n, p in model.named_parameters()}
-    for i, (x, y) in enumerate(make_batches(cfg)):
-        x, y = x.chunk(world)[rank].to(dev), y.chunk(world)[rank].to(dev)
-        loss = train_step(wrapped, opt, x, y, amp)
-        dist.all_reduce(loss)  # a sum: gloo has no average
-        losses.append(loss.item() / world)
-        for n in ref_grads if i == 0 else []:  # the same order on every rank
-            g, r = params[n].grad, ref_grads[n].to(dev).float()
-            g = g.full_tensor() if hasattr(g, "full_tensor") else g  # FSDP2's shards
-            errors[n] = ((g.float() - r).norm() / r.norm()).item()
-    out = measure(partial(train_step, wrapped, opt, x, y, amp), dev, cfg)
-    # Pair each NCCL kernel with the other rank's: the same name, in the same order.
-    nccl, compute = sorted(out.pop("nccl")), [k[1:] for k in out.pop("compute")]
-    every = [None] * world
-    dist.all_gather_object(every, [e - s for _, s, e in nccl])
-    out["aligned"] = len({len(d) for d in every}) == 1
-    waits = [(s, e - min(d)) for (_, s, e), d in zip(nccl, zip(*every))]
-    ms = 1e3 * cfg["profiled"]  # from us per profiled loop to ms per step
-    out["busy"] = union([k[1:] for k in nccl] + compute) / ms
-    out["compute"] = union(compute) / ms
-    out["wait"] = (union(waits + compute) - union(compute)) / ms
-    out["transfer"] = out["busy"] - out["compute"] - out["wait"]
-    out["idle"] = out["wall"] - out["busy"]
-    mem = torch.cuda.max_memory_allocated(dev) / 1e9 if dev.type == "cuda" else 0
-    out.update(variant=variant, losses=losses, mem=mem)
-    out["compiled"] = counters["aot_autograd"]["total"]
-    out.update(dynamo=counters["stats"]["unique_graphs"], grad_err=max(errors.values()))
-    return out | {"grad_worst": max(errors, key=errors.get)}
+    rank, world, steps, out = dist.get_rank(), cfg["world"], {}, {}
+    for variant in variants:
+        counters.clear()  # the graph counts of this variant
+        torch.cuda.reset_peak_memory_stats() if dev.type == "cuda" else None
+        before = torch.cuda.memory_allocated()  # 0 on the CPU path
+        model, wrapped = build(variant, cfg, dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], fused=True)
+        amp = cfg["dtype"] == "bfloat16" and variant.startswith("DDP")
+        params = {n.replace("_orig_mod.", ""): p for n, p in model.named_parameters()}
+        losses, errors = [], {}
+        for i, (x, y) in enumerate(make_batches(cfg)):
+            x, y = x.chunk(world)[rank].to(dev), y.chunk(world)[rank].to(dev)
+            loss = train_step(wrapped, opt, x, y, amp)
+            dist.all_reduce(loss)  # a sum: gloo has no average
+            losses.append(loss.item() / world)
+            for n in ref_grads if i == 0 else []:  # the same order on every rank
+                g, r = params[n].grad, ref_grads[n].to(dev).float()
+                g = g.full_tensor() if hasattr(g, "full_tensor") else g  # FSDP2
+                errors[n] = ((g.float() - r).norm() / r.norm()).item()
+        steps[variant] = partial(train_step, wrapped, opt, x, y, amp)
+        mem = (torch.cuda.max_memory_allocated() - before) / 1e9
+        graphs = counters["stats"]["unique_graphs"], counters["aot_autograd"]["total"]
+        out[variant] = dict(losses=losses, mem=mem, errors=errors, graphs=graphs)
+    gc.collect()
+    gc.freeze()  # what is alive now is never scanned again
+    gc.disable()
+    res = measure.compare(steps, dev.type, rounds=cfg["rounds"], max_calls=1)
+    gc.enable()
+    gc.unfreeze()
+    return {v: out[v] | {"row": vars(res[v])} for v in variants}
 
 
 def main(cfg):
@@ -427,27 +361,25 @@ def main(cfg):
     cores = cores[rank * share : (rank + 1) * share] or cores
     for thread in os.listdir("/proc/self/task"):  # every thread started so far
         os.sched_setaffinity(int(thread), cores)
-    dev = torch.device("cpu")
-    if cfg["backend"] == "nccl":
-        dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
-        torch.cuda.set_device(dev)
+    nccl = cfg["backend"] == "nccl"
+    dev = torch.device(f"cuda:{os.environ['LOCAL_RANK']}" if nccl else "cpu")
+    torch.cuda.set_device(dev) if nccl else None
     dist.init_process_group(cfg["backend"])
     ref_grads = torch.load("ref.pt")  # written by the launcher
-    for i, variant in enumerate(cfg["variants"]):
-        out = run_variant(variant, cfg, dev, ref_grads) | {"rank": rank, "cores": cores}
-        # Zero-padded, so that the launcher's sorted file names follow variant, rank.
-        Path(f"{i:02}.{rank}.json").write_text(json.dumps(out))
+    for i, group in enumerate(cfg["groups"]):
+        out = dict(cores=cores, variants=run_group(group, cfg, dev, ref_grads))
+        Path(f"{i:02}.{rank}.json").write_text(json.dumps(out))  # sorted: group, rank
     dist.destroy_process_group()
 
 
 # %%
-# The launcher writes those functions into ``worker.py`` and starts two copies. If the
-# workers overrun the time limit it stops their whole process group, and a failure
+# The launcher writes those functions into ``worker.py``, and the source of the ``measure``
+# module this process imported into ``measure.py`` beside it, then starts two copies. If
+# the workers overrun the time limit it stops their whole process group, and a failure
 # raises with the end of their output, so that a broken build names its cause. CPU
 # workers must not see a GPU: FSDP2 would put its default device mesh there.
 
-WORKER_FUNCTIONS = [make_model, make_batches, train_step, union, measure]
-WORKER_FUNCTIONS += [build, run_variant, main]
+WORKER_FUNCTIONS = [make_model, make_batches, train_step, build, run_group, main]
 # Inductor's compile workers per rank: as many as the rank has cores on GPUs, else one.
 threads = max(1, len(os.sched_getaffinity(0)) // 2) if gpu else 1
 WORKER_ENV = dict(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
@@ -460,6 +392,7 @@ def launch(timeout=600):
         source = [WORKER_HEADER] + [inspect.getsource(f) for f in WORKER_FUNCTIONS]
         source.append("main(json.loads(sys.argv[1]))\n")
         (Path(tmp) / "worker.py").write_text("\n\n".join(source))
+        (Path(tmp) / "measure.py").write_text(inspect.getsource(measure))
         torch.save(ref_grads, Path(tmp) / "ref.pt")  # the workers run in tmp
         run = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
         cmd = run + [f"--nproc-per-node={cfg['world']}", "worker.py", json.dumps(cfg)]
@@ -481,122 +414,61 @@ def launch(timeout=600):
 # Reading the results
 # -------------------
 #
-# ``read`` asserts that every variant's losses and checked gradients match
-# the reference (the gradient error is the largest over the checked parameters of
-# ``|g - g_ref| / |g_ref|``), then prints one row per variant and rank. On GPUs the
-# columns split the profiled step: compute + exposed transfer + waiting + idle adds up
-# to the profiled loop's wall time per step. A second table gives, per variant and
-# rank, the kernel time per step of matmul and attention and of the other kernels,
-# summed by what launched them ("What compiling can still reach", below, explains its
-# rows). Kernels on different streams may overlap, so its sums can exceed ``compute``; a
-# kernel's duration includes any slowdown from a collective running beside it on the
-# same GPU, so the same kernels can add up differently on the two ranks. Two profiled
-# steps are a small sample: a pause on one rank shows as idle time there and as waiting
-# on the other. The step and spread columns come from the unprofiled windows.
-#
-# ``attribute`` is the page's one way of explaining a slower row. It compares a row
-# with its reference on the same rank: a gap inside either row's spread is called
-# within the spread and given no cause. Beyond it, the line names the operators and
-# ranges whose time per step grew most, diffed between the two rows' profiles (kernel
-# time, matmul and attention as one part, where the GPU's busy time grew by at least
-# half the gap; self CPU time otherwise) and how much of the gap they cover.
+# ``read`` asserts that every variant's losses and checked gradients match the reference
+# (the gradient error is the largest over the checked parameters of
+# ``|g - g_ref| / |g_ref|``), then prints one row per variant and rank: the page's own
+# columns (on GPUs with MFU and peak GB), then the core's (step, spread, and on GPUs
+# the busy share, the bound and the profiler's stretch). Under the table, one line per
+# rank compares each compiled variant with the group's eager one, from their paired
+# windows, and names the parts that moved where they differ.
 
 
-def read(names, pairs):
-    """Check and tabulate the rows of `names`, then compare each (row, reference) pair."""
-    table, parts = [], ("compute", "transfer", "wait", "idle", "mem")
-    keys = ("step", "spread", "busy %")
-    for name in names:
-        for r in rows[name]:
+def read(i):
+    table, (ref, *others) = [], cfg["groups"][i]
+    for name in cfg["groups"][i]:
+        for rank, report in enumerate(runs[i]):
+            r, res = report["variants"][name], report["res"]
             loss_err = max(abs(a / b - 1) for a, b in zip(r["losses"], ref_losses))
             assert loss_err < loss_tol, f"{name}: losses off by {loss_err:.2e}"
-            assert r["grad_err"] < grad_tol, f"{name}: {r['grad_worst']} off"
-            assert r["aligned"], f"{name}: the ranks ran different collectives"
-            cells = [name, r["rank"], f"{r['dynamo']}/{r['compiled']}"]
-            cells += [f"{r['step']:.1f}", f"{r['spread']:.1f}"]
-            r["busy %"] = 100 * r["busy"] / r["wall"] if gpu else None
-            if gpu:  # the verdict leaves out the wait for the other rank
-                bound = "communication" if r["transfer"] > r["idle"] else "CPU"
-                own = r["compute"] / (r["wall"] - r["wait"])
-                r["bound"] = "compute" if own >= 0.85 else bound
-                r["mfu"] = 100 * flops / (r["step"] / 1e3) / peak if peak else 0
-                cells += [f"{r['mfu']:.1f}" if peak else "-", f"{r['busy %']:.0f}"]
-                cells += [f"{r[k]:.1f}" for k in parts] + [r["bound"]]
-            table.append(cells + [f"{loss_err:.1e}", f"{r['grad_err']:.1e}"])
-    head = ["variant", "rank", "graphs Dynamo/compiled", "step (ms)", "spread"]
-    head += ["MFU %", "busy %", "compute", "exposed transfer", "waiting"] * gpu
-    head += ["GPU idle", "peak GB", "bound"] * gpu + ["loss err", "grad err"]
-    print(f"{where}; step: median of {cfg['windows']} windows of {cfg['steps']} steps")
-    print(tabulate(table, head, "github", disable_numparse=True))
-    if gpu:  # kernel time per step by what launched it, rank 0 / rank 1
-        kinds = ["matmul and attention", "compiled graphs", "eager operators"]
-        cells = [[k] for k in kinds + ["FSDP2's hooks", "optimizer step"]]
-        for cell, n in ((c, n) for c in cells for n in names):
-            cell.append(" / ".join(f"{r['by'].get(cell[0], 0):.1f}" for r in rows[n]))
-        print(tabulate(cells, ["kernels, ms per step, rank 0 / 1", *names], "github"))
-    for name, ref in pairs:
-        for rank in range(cfg["world"]):
-            times = {n: [rows[n][rank][k] for k in keys] for n in (name, ref)}
-            profs = {n: rows[n][rank]["ops"] for n in (name, ref)}
-            attribute(f"rank {rank}: ", name, ref, times, profs, cfg["profiled"])
-
-
-def attribute(who, name, ref, times, profs, steps):
-    """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
-    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
-    gap = t - t0
-    head = f"{who}{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms"
-    head += f", {t0 / t:.2f}x the speed)"
-    if abs(gap) <= max(spread, spread0) or gap < 0:
-        word = "within" if abs(gap) <= max(spread, spread0) else "faster beyond"
-        return print(f"{head}, {word} the spread ({spread:.3f} and {spread0:.3f} ms)")
-    gpu_bound = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
-    parts = defaultdict(float)  # ms per step, by operator or range
-    for sign, prof in ((1, profs[name]), (-1, profs[ref])):
-        for key, (cpu_us, device_us) in prof.items():
-            key = "matmul and attention" if gpu_bound and MATMUL.search(key) else key
-            parts[key] += sign * (device_us if gpu_bound else cpu_us) / 1e3 / steps
-    # Of the three parts that grew most, those that did grow, as (key, ms).
-    grew = [p for p in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if p[1] > 0]
-    covered = sum(ms for _, ms in grew)
-    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
-    print(
-        f"{head}, slower beyond the spread. {'GPU kernel' if gpu_bound else 'Self CPU'}"
-        f" time per step that grew most: {named}: {100 * covered / gap:.0f} % of the"
-        f" gap; the rest, {gap - covered:+.3f} ms net, over the other parts and the time outside every part"
-    )
-
-
-def chart(names):
-    labels = [f"{n}, rank {r['rank']}" for n in names for r in rows[n]][::-1]
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.4 * len(labels)), layout="tight")
-    left = [0.0] * len(labels)
-    for key in ["compute", "transfer", "wait", "idle"] if gpu else ["step"]:
-        widths = [r[key] for n in names for r in rows[n]][::-1]
-        ax.barh(labels, widths, left=left, label=key)
-        left = [a + b for a, b in zip(left, widths)]
-    ax.set(xlabel=f"ms per {'profiled ' * gpu}step", title=f"Each rank's step: {where}")
-    ax.legend(loc="lower right")
-    plt.show()
+            worst = max(r["errors"], key=r["errors"].get)
+            assert r["errors"][worst] < grad_tol, f"{name}: {worst} off"
+            res[name].check()  # prints any physics failure in this page's output
+            comm = sum(v for k, v in res[name].parts.items() if "communication" in k)
+            mfu = 100 * flops / (res[name].ms / 1e3) / peak if peak else None
+            cells = [name, rank, "{}/{}".format(*r["graphs"]), loss_err]
+            cells += [r["errors"][worst], comm] + [mfu, r["mem"]] * gpu
+            table.append(cells + res.cells(name))
+    head = ["variant", "rank", "graphs Dynamo/compiled", "loss err", "grad err"]
+    head += ["communication (ms)"] + ["MFU %", "peak GB"] * gpu + res.headers()
+    fmt = ["", "", "", ".1e", ".1e", ".1f"] + [".1f", ".1f"] * gpu + res.formats()
+    print(f"{where}; step: median of {cfg['rounds']} interleaved windows of one step")
+    print(tabulate(table, head, "github", fmt))
+    for name in others:
+        for rank, report in enumerate(runs[i]):
+            print(report["res"].versus(name, ref, f"rank {rank}: "))
 
 
 # %%
 # Running the variants
 # --------------------
 #
-# One launch runs every variant, each with a fresh model. The time covers starting the
-# processes, compiling and measuring; the seconds profiled are the slower rank's.
+# One launch runs every group, each with fresh models. The time covers starting the
+# processes, compiling and measuring.
 
-DDP_ROWS = ["DDP, eager", "DDP(model.compile())"]
-FSDP_ROWS = ["FSDP2, eager", "FSDP2, per-block compile", "FSDP2, whole-model compile"]
-cfg["variants"] = DDP_ROWS + FSDP_ROWS
+cfg["groups"] = [["DDP, eager", "DDP(model.compile())"]]
+for k in ("per-block", "whole-model"):
+    cfg["groups"].append(["FSDP2, eager", f"FSDP2, {k} compile"])
 start = time.perf_counter()
 reports, took = launch(), time.perf_counter() - start
-rows = {v: [r for r in reports if r["variant"] == v] for v in cfg["variants"]}
-profiled = max(sum(r["profiled_s"] for r in reports if r["rank"] == k) for k in (0, 1))
-print(f"{len(rows)} variants ran in {took:.0f} s; profiling took {profiled:.1f} s")
-spans = [f"{r['cores'][0]}-{r['cores'][-1]}" for r in reports[:2]]
-print(f"cores of rank 0 / 1: {' / '.join(spans)}; compile threads per rank: {threads}")
+runs = [reports[i : i + cfg["world"]] for i in range(0, len(reports), cfg["world"])]
+every = {}  # every row by "variant, rank"; FSDP2's second eager rows replace the first
+for i, report in enumerate(reports):  # the core's rows again, as each rank measured
+    rows = {n: measure.Row(**v["row"]) for n, v in report["variants"].items()}
+    report["res"] = measure.Results(rows)
+    every |= {f"{n}, rank {i % cfg['world']}": row for n, row in rows.items()}
+spans = " / ".join(f"{r['cores'][0]}-{r['cores'][-1]}" for r in runs[0])
+print(f"{len(runs)} groups ran in {took:.0f} s; cores of rank 0 / 1: {spans}")
+
 
 # %%
 # DDP and torch.compile
@@ -626,18 +498,17 @@ print(f"cores of rank 0 / 1: {' / '.join(spans)}; compile threads per rank: {thr
 # AdamW's two moments, plus DDP's gradient buckets and the activations; the ``peak GB``
 # column on GPUs shows what that took.
 
-read(DDP_ROWS, [("DDP(model.compile())", "DDP, eager")])
-split = rows["DDP(model.compile())"][0]
-assert split["dynamo"] == 1 < split["compiled"], split  # DDPOptimizer cut the graph
+read(0)
+dynamo, compiled = runs[0][0]["variants"]["DDP(model.compile())"]["graphs"]
+assert dynamo == 1 < compiled, (dynamo, compiled)  # DDPOptimizer cut the graph
 
 # %%
 # How to read the table. Every row matched the reference within its precision; the
 # error columns compare eager and compiled rows against the same float32 run. One graph
-# captured by Dynamo became several compiled pieces: the bucket cuts. On GPUs the
-# columns say where each rank's step went, and its verdict which part bounds it; the
-# kernel table says which kinds of kernel time moved between the rows, whichever way.
-# Where a compiled row is slower beyond the spread, the ``rank`` lines name the parts
-# of the profile that grew.
+# captured by Dynamo became several compiled pieces: the bucket cuts. On GPUs the busy
+# share and the bound say whether the kernels or the CPU set each rank's pace. The
+# ``rank`` lines say, from the paired windows, whether the compiled row is faster,
+# slower or a tie on each rank, and where they differ, which parts of the step moved.
 #
 # FSDP2 and torch.compile
 # -----------------------
@@ -667,50 +538,69 @@ assert split["dynamo"] == 1 < split["compiled"], split  # DDPOptimizer cut the g
 # where the graph must break; the graph counts show what Dynamo salvaged.
 # ``optimize_ddp`` concerns DDP only: FSDP2's collectives live in its hooks.
 
-read(FSDP_ROWS, [(v, "FSDP2, eager") for v in FSDP_ROWS[1:]])
-per_block = rows["FSDP2, per-block compile"][0]
-assert 1 <= per_block["dynamo"] == per_block["compiled"] < cfg["depth"], per_block
-chart(cfg["variants"])
+read(1)
+read(2)
+dynamo, compiled = runs[1][0]["variants"]["FSDP2, per-block compile"]["graphs"]
+assert 1 <= dynamo == compiled < cfg["depth"], (dynamo, compiled)
+# Each rank's step by the core's parts; parts under 5 % of every step go to "other".
+big = {k for r in every.values() for k, ms in r.parts.items() if ms > 0.05 * r.ms}
+fig, ax = plt.subplots(figsize=(9, 1.2 + 0.4 * len(every)), layout="tight")
+left = np.zeros(len(every))
+for key in sorted(big) + ["other"]:
+    ms = np.array([r.parts.get(key, 0.0) for r in every.values()])
+    ms = np.array([r.ms for r in every.values()]) - left if key == "other" else ms
+    ax.barh(list(every), ms, left=left, label=key)
+    left += ms
+ax.invert_yaxis()  # the first row on top
+ax.set(xlabel="ms per step (no profiler)", title=f"Each rank's step: {where}")
+ax.legend(loc="upper left", bbox_to_anchor=(1, 1), fontsize="small")
+plt.show()
 
 # %%
 # ``fullgraph=True`` proves that each block compiled without a break, and fewer graphs
-# than blocks compiled: the blocks reuse one graph. On GPUs the chart shows each rank's
-# profiled step as compute, exposed transfer, waiting for the other rank and GPU idle.
+# than blocks compiled: the blocks reuse one graph. The chart shows each rank's step cut
+# into the core's parts: on GPUs the kernel time by family and the GPU's waits, charged
+# to what the launching thread did; on the CPU the main thread's time by family.
 # Compiling changes only what runs between the hooks: it fuses the norms, the rotary
 # embedding, SwiGLU's activation and product and the residual adds into fewer kernels
 # with fewer launches, and adds a guard check and AOTAutograd's runtime wrapper to every
 # compiled call. Around each unit FSDP2 still does the same CPU work: it issues the
 # all-gather, copies the gathered shards out into parameters and issues the
 # reduce-scatter, and the optimizer updates sharded DTensor parameters. Whether that CPU
-# work or the kernels set the pace is what the verdict column says; where the kernels
-# do, the compute column is what compiling can shrink, and MFU says how far the step is
+# work or the kernels set the pace is what the busy share and the bound say; where the
+# kernels do, their time is what compiling can shrink, and MFU says how far the step is
 # from the GPU's peak.
 #
 # What compiling can still reach
 # ------------------------------
 #
-# On GPUs the second table of each section sorts every rank's compute kernels by what
-# launched them. Matrix products and attention run in cuBLAS's and the fused attention
-# kernels in every variant: Inductor calls the same libraries for them. Fusion acts on
-# the other kernels, and only on those that a compiled graph launches:
+# The core sorts every kernel by family. Matrix products and attention
+# (``GPU: matmul``, ``GPU: attention``) run in cuBLAS's and the fused attention kernels
+# in every variant: Inductor calls the same libraries for them. Fusion acts on the other
+# kernels, and only on those that a compiled graph launches:
 #
-# * **compiled graphs**: Inductor's kernels, forward and backward of the compiled code;
-# * **eager operators**: kernels of code that runs uncompiled, such as the embedding,
-#   the final norm, the loss and their backward, and in an eager variant every norm,
-#   rotary embedding, activation, product and residual add of the blocks;
-# * **FSDP2's hooks**: the copies and casts around each collective (the shard copied
-#   into the all-gather's buffer, the gathered parameters copied out, the gradients
-#   copied and cast for the reduce-scatter). FSDP2 keeps Dynamo out of its hooks;
-# * **optimizer step**: the fused AdamW kernels, outside the compiled model here.
+# * ``GPU: compiled kernels``: Inductor's Triton kernels, forward and backward;
+# * ``GPU: eager elementwise``: kernels of code that runs uncompiled, such as the
+#   embedding, the final norm, the loss and their backward, and in an eager variant every
+#   norm, rotary embedding, activation, product and residual add of the blocks;
+# * ``GPU: copies``: among others FSDP2's copies around each collective (the shard
+#   copied into the all-gather's buffer, the gathered parameters copied out, the
+#   gradients copied and cast for the reduce-scatter). FSDP2 keeps Dynamo out of its
+#   hooks;
+# * ``GPU: optimizer``: the fused AdamW kernels, outside the compiled model here.
 #
-# The lines below bound what more fusion inside the compiled blocks could win, on each
-# rank: how much faster the profiled step would be if the compiled graphs' kernels
-# other than matmul and attention took no time at all. What no compiled graph launched
-# stays as it is.
+# On the CPU path the core splits the main thread's time instead; there
+# ``compiled code`` is the time inside Inductor's C++ kernels, apart from the matrix
+# products they call. The lines below bound what more fusion inside the compiled blocks could win, on each
+# rank: how much faster the step would be if Inductor's own kernels took no time at
+# all. What no compiled graph launched stays as it is.
 
-for r in rows["FSDP2, per-block compile"] if gpu else []:
-    most = r["wall"] / (r["wall"] - r["by"].get("compiled graphs", 0))
-    print(f"rank {r['rank']}: per-block compile, at most {most:.2f}x without them")
+for rank, report in enumerate(runs[1]):
+    row = report["res"]["FSDP2, per-block compile"]
+    mine = row.parts.get("GPU: compiled kernels" if gpu else "compiled code", 0.0)
+    most, line = row.ms / (row.ms - mine), f"rank {rank}: per-block compile, {mine:.2f}"
+    print(f"{line} of {row.ms:.2f} ms per step in Inductor's kernels; at most", end="")
+    print(f" {most:.2f}x faster without them")
 
 # %%
 # Conclusion
@@ -722,12 +612,9 @@ for r in rows["FSDP2, per-block compile"] if gpu else []:
 # again; compile the inner module and wrap it in DDP. For FSDP2, TorchTitan's recipe
 # keeps ``fullgraph=True``: compile each block, then ``fully_shard`` it. Whether
 # compiling pays is a question of where a step's time goes: measure it on every rank,
-# with the communication split from the waiting, and compare losses and gradients with
-# a single process. What this run measured:
-
-best = min(rows, key=lambda n: statistics.mean(r["step"] for r in rows[n]))
-mfu = f", {rows[best][0]['mfu']:.1f} % MFU" if peak else ""
-print(f"Fastest here: {best}, {rows[best][0]['step']:.1f} ms per step on rank 0{mfu}.")
+# keeping the time in collectives, waits for the other rank included, apart from
+# compute; compare each compiled variant with its eager twin timed beside it, and its
+# losses and gradients with a single process.
 
 # sphinx_gallery_runner_label = "multi-gpu"
 

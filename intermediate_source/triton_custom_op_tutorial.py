@@ -18,8 +18,8 @@ Your own Triton kernel under torch.compile: a custom operator, measured against 
          ``torch.library.custom_op`` (a black box), each with a fake implementation for
          dynamic shapes, an autograd formula, and ``torch.library.opcheck``
        * How to measure a hand kernel against the kernel Inductor generates from the same
-         PyTorch code: percent of the copy roofline, GPU busy share, and what grew in
-         the slower row
+         PyTorch code: percent of the copy roofline, the GPU's busy share, and the parts
+         of a gap
        * How to debug a Triton kernel on a CPU with Triton's interpreter
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
@@ -71,16 +71,11 @@ Your own Triton kernel under torch.compile: a custom operator, measured against 
 # it. In a process that imported Triton earlier (a site build that ran other pages first)
 # the interpreter cannot be turned on any more, and the page says that it skipped the check.
 
-import functools
 import os
-import re
-import statistics
 import sys
-import time
 import warnings
+from functools import partial
 
-# torch.profiler's tracing library (Kineto) logs each start and stop; level 6 keeps it quiet.
-os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 import torch
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -91,7 +86,6 @@ if interpret:  # before Triton's first import: its own helpers are @triton.jit t
 import matplotlib.pyplot as plt
 import torch.nn as nn
 import torch.nn.functional as F
-import torch.utils.benchmark as benchmark
 import triton
 import triton.language as tl
 from tabulate import tabulate
@@ -99,12 +93,13 @@ from torch import Tensor
 from torch._dynamo.utils import counters
 from torch._inductor.utils import run_and_get_code
 from torch.library import triton_op, wrap_triton
-from torch.profiler import ProfilerActivity, profile
+
+import measure
 
 EPS = 1e-6
 if device == "cuda":
     device_name = torch.cuda.get_device_name()
-    warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
+    warnings.filterwarnings("ignore", message=".*TensorFloat32")
     shapes = [(256, 2048), (16384, 4096)]  # (rows, width) for the operator alone
     tokens, width, depth = 32768, 512, 2  # the model
 else:
@@ -115,96 +110,31 @@ print(f"torch {torch.__version__}, triton {triton.__version__} on {device_name}"
 print(f"operator (rows, width): {shapes}; model: {tokens}x{width}, {depth} blocks")
 
 # %%
-# Measurement helpers
-# -------------------
+# Measuring
+# ---------
 #
-# ``measure`` times six windows of ``steps`` back-to-back calls with
-# ``torch.utils.benchmark`` (with every CPU thread; on a GPU it synchronizes at both ends
-# of a window), drops the first as warm-up, and returns the median time per step and the
-# spread (interquartile range of the windows). On a GPU it also returns the **busy
-# share**: one more window runs under ``torch.profiler``, and the union of the intervals
-# in which a kernel ran is divided by that same profiled window's wall time, so it cannot
-# exceed 100 %. At 85 % or more a step is bound by the GPU; below, the GPU waited for the
-# CPU (Python, the dispatcher, launches). The profile also records the CPU side, which
-# ``attribute`` uses. Caches stay warm between calls, as in training
-# (``triton.testing.do_bench`` would flush the L2 cache); at the large shape the working
-# set is far bigger than the L2 cache.
-
-
-def measure(step, steps):
-    """Median ms per step, spread (IQR) in ms, busy % (None on a CPU), and the profile."""
-    graphs, gpu = counters["stats"]["unique_graphs"], device == "cuda"
-    timer = benchmark.Timer(
-        "step()", globals={"step": step}, num_threads=torch.get_num_threads()
-    )
-    windows = [timer.timeit(steps).mean * 1e3 for _ in range(6)][1:]  # 1st: warm-up
-    q1, t, q3 = statistics.quantiles(windows, n=4)  # the quartiles: q1, median, q3
-    with profile(
-        activities=[ProfilerActivity.CPU, *[ProfilerActivity.CUDA] * gpu]
-    ) as prof:
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        if gpu:
-            torch.cuda.synchronize()
-        wall_us = (time.perf_counter() - start) * 1e6
-    busy = None
-    if gpu:
-        gpu_events = [e for e in prof.events() if e.device_type.name == "CUDA"]
-        kernels = [e.time_range for e in gpu_events if not e.is_user_annotation]
-        busy_us, reach = 0.0, float("-inf")  # the union: overlapping kernels count once
-        for span in sorted(kernels, key=lambda r: r.start):
-            busy_us += max(0.0, span.end - max(span.start, reach))
-            reach = max(reach, span.end)
-        busy = 100 * busy_us / wall_us
-    assert counters["stats"]["unique_graphs"] == graphs, "compiled while timing"
-    return (t, q3 - q1, busy), prof
+# Timings come from the site's measurement core (:ref:`measuring_recipe` explains it).
+# Caches stay warm between calls, as in training (``triton.testing.do_bench`` would flush
+# the L2 cache); at the large shape the working set is far bigger than the L2 cache. A
+# step is a forward and a backward, with the gradients returned by
+# ``torch.autograd.grad``, so none accumulates between steps. ``read`` prints the words
+# under each table from its numbers.
 
 
 def fwd_bwd(fn, args, inputs, grads):
-    """One forward and backward step: the gradients are returned, not accumulated."""
-    return torch.autograd.grad(fn(*args), inputs, grads)
+    """A step: one forward and backward; the gradients are returned, not accumulated."""
+    return lambda: torch.autograd.grad(fn(*args), inputs, grads)
 
 
-# %%
-# ``attribute`` is the page's one reading of a comparison, the same on every page of this
-# site. It takes two rows, and the slower one is slower only when the gap exceeds both
-# rows' spread; then it diffs the two profiles, operator by operator (kernel time when
-# the GPU's busy time grew by at least half the gap, self CPU time otherwise), and names
-# the parts that grew most, in ms per step, with the share of the gap they cover.
-
-
-# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
-# may run the same products in kernels of different names.
-GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
-
-
-def attribute(a, b, times, profs, steps):
-    """Print which of rows a and b is slower, beyond both spreads, and what grew."""
-    name, ref = (a, b) if times[a][0] >= times[b][0] else (b, a)
-    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
-    gap = t - t0
-    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms, {t / t0:.2f}x)"
-    if gap <= max(spread, spread0):
-        print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
-        return
-    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
-    parts = {}
-    for sign, prof in ((1, profs[name]), (-1, profs[ref])):
-        for e in prof.key_averages():
-            kernel = e.device_type.name == "CUDA" and not e.is_user_annotation
-            us = e.self_device_time_total * kernel if gpu else e.self_cpu_time_total
-            key = re.sub(r"CompiledFxGraph \w+", "CompiledFxGraph", e.key)  # no hash
-            key = "matmul kernels (all)" if gpu and GEMM.search(key) else key
-            parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
-    grew = [kv for kv in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if kv[1] > 0]
-    covered = sum(ms for _, ms in grew)
-    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
-    print(
-        f"{head}: {name} is slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'}"
-        f" time per step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
-        f"the rest, {gap - covered:+.3f} ms net, over the other parts and the time outside every part"
-    )
+def read(label, timed, roofline_ms=None):
+    """Print the fastest row, its bound, the slowest; each row against the one above."""
+    best, *_, worst = sorted(timed.values(), key=lambda row: row.ms)
+    roof = f", {100 * roofline_ms / best.ms:.0f} % of roofline" if roofline_ms else ""
+    roof += f", {best.bound}-bound" if best.bound else ""
+    x = worst.ms / best.ms
+    print(f"{label}: fastest {best.name!r}{roof}; slowest {worst.name!r}, {x:.1f}x")
+    for name, above in zip(list(timed)[1:], timed):
+        print(timed.versus(name, above, f"{label}: "))
 
 
 # %%
@@ -420,9 +350,7 @@ def backward(bwd_op, ctx, dy, dh):
 
 
 for op, bwd_op in ((add_rmsnorm, add_rmsnorm_bwd), (opaque, opaque_bwd)):
-    op.register_autograd(
-        functools.partial(backward, bwd_op), setup_context=setup_context
-    )
+    op.register_autograd(partial(backward, bwd_op), setup_context=setup_context)
 
 # %%
 # ``torch.library.opcheck`` tests a registration the way PyTorch's subsystems will use it:
@@ -450,10 +378,8 @@ for qualname, op in registrations.items():
 
 with torch.no_grad():
     for qualname, op in registrations.items():
-        _, code = run_and_get_code(
-            torch.compile(functools.partial(op, eps=EPS)), x, res, w
-        )
-        code = "\n".join(code)
+        compiled = torch.compile(partial(op, eps=EPS))
+        code = "\n".join(run_and_get_code(compiled, x, res, w)[1])
         black_box = f"torch.ops.{qualname.replace('::', '.')}." in code
         print(
             f"{qualname}: generated code calls the operator as a black box: {black_box}; "
@@ -494,6 +420,7 @@ class Net(nn.Module):
 
 torch.manual_seed(1)
 inp = torch.randn(tokens, width, device=device)
+ones = torch.ones_like(inp)  # the gradient of the loss, the sum, at its output
 ref64 = Net(add_rmsnorm_ref).to(device).double()
 ref64(inp.double()).sum().backward()
 variants = {
@@ -502,7 +429,7 @@ variants = {
     "compiled, triton_op": Net(add_rmsnorm),
     "compiled, custom_op": Net(opaque),
 }
-models, rows = {}, []
+model_steps, rows = {}, []
 for name, net in variants.items():
     model = net.to(device)
     if name.startswith("compiled"):
@@ -524,7 +451,7 @@ for name, net in variants.items():
         ((g.double() - r).abs().max() / r.abs().max()).item() for g, r in zip(got, want)
     )
     rows.append([name, err])
-    models[name] = model
+    model_steps[name] = fwd_bwd(model, (inp,), list(net.parameters()), (ones,))
     assert err <= 4 * rows[0][1] + 1e-5, f"{name}: differs from float64"  # row 0: eager
 print("Largest error against float64 (output and every gradient), relative to its max")
 print(tabulate(rows, ["model", "error"], "github", ".2e"))
@@ -533,60 +460,39 @@ print(tabulate(rows, ["model", "error"], "github", ".2e"))
 # Measuring the operator alone
 # ----------------------------
 #
-# Four rows per shape, each a forward and a backward of the operator
-# (``torch.autograd.grad``, so no ``.grad`` accumulates between steps): eager PyTorch,
-# the same PyTorch code under ``torch.compile`` (Inductor's generated kernels), and the
-# hand-written operator called eagerly through each registration. On a CPU the
-# operator's CPU implementation runs instead of the kernels.
+# Four rows per shape, each a forward and a backward of the operator, timed together:
+# eager PyTorch, the same PyTorch code under ``torch.compile`` (Inductor's generated
+# kernels), and the hand-written operator called eagerly through each registration. On a
+# CPU the operator's CPU implementation runs instead of the kernels.
 #
 # The roofline: forward and backward together must read ``x``, ``residual``, ``dy``,
 # ``dh_out`` and ``h`` and write ``y``, ``h`` and the input gradient, eight passes over a
-# rows x width float32 tensor; the roofline time is those bytes at the bandwidth of a
-# plain large copy, measured here with the same helper.
+# rows x width float32 tensor; the roofline time is those bytes at the speed of a large
+# on-device copy, which the core measures.
 
-src = torch.rand(2**28 if device == "cuda" else 2**24, device=device)
-dst = torch.empty_like(src)
-(copy_ms, _, _), _ = measure(functools.partial(dst.copy_, src), steps=20)
-bytes_per_ms = 2 * src.nbytes / copy_ms
+bytes_per_ms, _ = measure.copy_bandwidth(device)
 print(f"copy bandwidth: {bytes_per_ms / 1e6:.0f} GB/s")
-del src, dst
 
 compiled_ref = torch.compile(add_rmsnorm_ref, dynamic=False)
-op_rows = {
-    "PyTorch, eager": add_rmsnorm_ref,
-    "PyTorch, compiled": compiled_ref,
-    "triton_op, eager": add_rmsnorm,
-    "custom_op, eager": opaque,
-}
+op_rows = {"PyTorch, eager": add_rmsnorm_ref, "PyTorch, compiled": compiled_ref}
+op_rows |= {"triton_op, eager": add_rmsnorm, "custom_op, eager": opaque}
+impl = "Triton kernels" if device == "cuda" else "CPU implementation (PyTorch code)"
+print(f"Operator alone, float32, {device_name}; the registrations run their {impl}")
 table = []
 for M, N in shapes:
     x, res, dy, dh = (torch.randn(M, N, device=device) for _ in range(4))
-    w = torch.rand(N, device=device)
-    x.requires_grad_(), res.requires_grad_(), w.requires_grad_()
+    w = torch.rand(N, device=device, requires_grad=True)
+    args, shape = (x.requires_grad_(), res.requires_grad_(), w, EPS), f"{M}x{N}"
+    steps = {k: fwd_bwd(f, args, args[:3], (dy, dh)) for k, f in op_rows.items()}
+    timed = measure.compare(steps, device)  # its warm-up compiles the compiled row
     roofline_ms = 8 * x.nbytes / bytes_per_ms
-    steps = max(5, min(100, round(5 / roofline_ms)))  # windows of about 5 ms or more
-    times, profs = {}, {}
-    for name, fn in op_rows.items():
-        step = functools.partial(fwd_bwd, fn, (x, res, w, EPS), (x, res, w), (dy, dh))
-
-        step()  # compiles, for the compiled row
-        times[name], profs[name] = measure(step, steps)
-        t, spread, busy = times[name]
-        gpu = [] if busy is None else [busy]
-        table.append([f"{M}x{N}", name, t, spread, *gpu, 100 * roofline_ms / t])
-    print(f"\n{M}x{N}, {steps} steps a window:")
-    attribute("PyTorch, compiled", "PyTorch, eager", times, profs, steps)
-    attribute("triton_op, eager", "PyTorch, compiled", times, profs, steps)
-    attribute("custom_op, eager", "triton_op, eager", times, profs, steps)
-gpu = ["busy %"] if device == "cuda" else []
-headers = ["shape", "operator, forward + backward", "ms", "spread", *gpu, "% roofline"]
-impl = "Triton kernels" if device == "cuda" else "CPU implementation (PyTorch code)"
-print(f"\nOperator alone, float32, {device_name}; the registrations run their {impl}")
-print(
-    tabulate(
-        table, headers, "github", ["", "", ".3f", ".3f", *[".0f"] * len(gpu), ".0f"]
-    )
-)
+    rows = [[shape, k, *timed.cells(k), 100 * roofline_ms / timed[k].ms] for k in timed]
+    headers = ["shape", "operator", *timed.headers(), "% of copy roofline"]
+    print(tabulate(rows, headers, "github", ["", "", *timed.formats(), ".0f"]))
+    read(shape, timed, roofline_ms)
+    for row in timed.values():
+        row.check(roofline_ms=roofline_ms)
+    table += rows
 
 fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
 ax.barh([f"{row[0]}: {row[1]}" for row in table], [row[-1] for row in table])
@@ -596,13 +502,14 @@ ax.set_title(f"Add + RMSNorm alone, float32, {device_name}")
 plt.show()
 
 # %%
-# How to read it: the **% roofline** column, drawn in the chart, says how close each row
-# comes to moving its eight passes at copy speed. On a GPU, a row far below 100 % with a
-# high busy share runs kernels that move more bytes (eager PyTorch writes and rereads
-# every intermediate) or use the memory system less well; a low busy share means the GPU
-# waits for the CPU (launches, the dispatcher, Python). A small shape fits in the caches,
-# so it can pass the roofline of a copy measured far out of cache. The lines under each
-# shape say which row is slower beyond the spread, and which operators grew.
+# How to read it: the **% of copy roofline** column, drawn in the chart, says how close
+# each row comes to moving its eight passes at copy speed. On a GPU, a row far below
+# 100 % with a high busy share runs kernels that move more bytes (eager PyTorch writes and
+# rereads every intermediate) or use the memory system less well; a low busy share means
+# the GPU waits for the CPU (launches, the dispatcher, Python). A small shape fits in the
+# caches, so it can pass the roofline of a copy measured far out of cache. Under each
+# table, one line names the fastest and the slowest row; then each row is compared with
+# the row above it, from paired windows, with the parts of the step that moved most.
 #
 # Measuring the model
 # -------------------
@@ -613,24 +520,13 @@ plt.show()
 # it can fuse with the neighbouring GELU, a Triton kernel it launches but cannot fuse
 # into, or a black box. (On a CPU the ``triton_op``'s body is the PyTorch code too.)
 
-table, times, profs = [], {}, {}
-steps = 10 if device == "cuda" else 3
-for name, model in models.items():
-    params = list(variants[name].parameters())
-    step = functools.partial(fwd_bwd, model, (inp,), params, (torch.ones_like(inp),))
-
-    times[name], profs[name] = measure(step, steps)
-    t, spread, busy = times[name]
-    table.append([name, t, spread, *([] if busy is None else [busy])])
+graphs = counters["stats"]["unique_graphs"]  # compare's own check misses fullgraph=True
+timed = measure.compare(model_steps, device)
+assert counters["stats"]["unique_graphs"] == graphs, "compiled while timing"
 print(f"Training step, {depth} blocks, {tokens} x {width}, float32, {device_name}")
-print(
-    tabulate(
-        table, ["model", "ms", "spread", *gpu], "github", ["", ".3f", ".3f", ".0f"]
-    )
-)
-attribute("compiled, PyTorch op", "eager, PyTorch op", times, profs, steps)
-attribute("compiled, triton_op", "compiled, PyTorch op", times, profs, steps)
-attribute("compiled, custom_op", "compiled, triton_op", times, profs, steps)
+table = [[name, *timed.cells(name)] for name in timed]
+print(tabulate(table, ["model", *timed.headers()], "github", ["", *timed.formats()]))
+read("training step", timed)
 
 os.environ.pop("TRITON_INTERPRET", None)  # later code in this process compiles normally
 

@@ -44,31 +44,25 @@ A compiled optimizer step with an LR scheduler, compiled once
 # The recipe
 # ----------
 
-import contextlib
 import functools
 import logging
 import os
 import re
-import statistics
-import time
-import warnings
 
-# torch.profiler's tracing library (Kineto) logs each start and stop: level 6 quiets it.
+# torch.profiler's tracing library (Kineto), which the timings below use, logs each
+# start and stop: level 6 quiets it.
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-# A note from torch.profiler when a profile object is reused: each one here runs once.
-warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
 import matplotlib.pyplot as plt
 import torch
 from tabulate import tabulate
 from torch import nn
 from torch._dynamo.utils import counters
-from torch._inductor.utils import fresh_cache
 from torch.nn.utils import parameters_to_vector as flat
 from torch.optim.lr_scheduler import LinearLR, OneCycleLR
-from torch.profiler import ProfilerActivity, profile
+
+import measure
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
-sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 WIDTH, HIDDEN = (1024, 4096) if device == "cuda" else (32, 64)
 N_STEPS = 12  # more than the default recompile limit of 8, which shows up below
 gpu_name = torch.cuda.get_device_name() if device == "cuda" else None
@@ -110,13 +104,7 @@ print(f"learning rate after {N_STEPS} steps: {opt.param_groups[0]['lr'].item():.
 # are decided before any backend is called, so the counts match Inductor's, cheaply.
 #
 # ``RecompileLog`` keeps the lines that matter of the recompile log
-# (``torch._logging.set_logs(recompiles=True)``). ``step_and_busy`` times windows of
-# ``steps`` back-to-back calls (the first warms up): the median time of one call and the
-# windows' spread (IQR). The last window runs under ``torch.profiler``; on a GPU the union
-# of the intervals in which a kernel ran, over that window's own wall time, is the GPU's
-# **busy** share: 85 % or more means bound by the GPU, less means the GPU waits for the
-# CPU (Python, guards, launches). ``attribute`` calls a step slower only beyond both
-# spreads and then diffs the two profiles: the parts whose time per step grew most.
+# (``torch._logging.set_logs(recompiles=True)``).
 
 
 tensor = functools.partial(torch.tensor, device=device)
@@ -163,66 +151,16 @@ class RecompileLog(logging.Handler):
         torch._logging.set_logs()
 
 
-def step_and_busy(step, steps=10):
-    """(median ms per call, spread ms, GPU busy % or None) and a profile of `steps` calls."""
-    count, windows = counters["frames"]["total"], []
-    kinds = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
-    for i in range(12):  # windows of `steps` back-to-back calls; the last one profiled
-        with profile(activities=kinds) if i == 11 else contextlib.nullcontext() as prof:
-            start = time.perf_counter()
-            for _ in range(steps):
-                step()
-            sync()
-            windows.append((time.perf_counter() - start) / steps * 1e3)
-    gpu_events = [e for e in prof.events() if e.device_type.name == "CUDA"]
-    kernels = [e.time_range for e in gpu_events if not e.is_user_annotation]
-    busy, reach = 0.0, float("-inf")  # the union: two streams' overlap counts once
-    for span in sorted(kernels, key=lambda r: r.start):
-        busy += max(0.0, span.end - max(span.start, reach))
-        reach = max(reach, span.end)
-    assert counters["frames"]["total"] == count, "compiled while timing"
-    q1, _, q3 = statistics.quantiles(windows[1:-1], n=4, method="inclusive")
-    share = busy / 10 / steps / windows[-1] if device == "cuda" else None  # us -> %
-    return (statistics.median(windows[1:-1]), q3 - q1, share), prof  # [0]: warm-up
-
-
-def attribute(name, ref, times, profs, steps):
-    """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
-    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
-    gap = t - t0
-    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
-    if abs(gap) <= max(spread, spread0) or gap < 0:
-        verdict = "within" if abs(gap) <= max(spread, spread0) else "faster beyond"
-        print(f"{head}, {verdict} the spread ({spread:.3f} and {spread0:.3f} ms)")
-        return
-    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
-    parts = {}
-    for sign, prof in ((1, profs[name]), (-1, profs[ref])):
-        for e in prof.key_averages():
-            kernel = e.device_type.name == "CUDA" and not e.is_user_annotation
-            us = e.self_device_time_total * kernel if gpu else e.self_cpu_time_total
-            parts[e.key] = parts.get(e.key, 0.0) + sign * us / 1e3 / steps
-    grew = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
-    grew = [(k, ms) for k, ms in grew if ms > 0]
-    covered = sum(ms for _, ms in grew)
-    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
-    print(
-        f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
-        f" step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
-        f"the rest, {gap - covered:+.3f} ms net, over the other parts and the time outside every part"
-    )
-
-
 # %%
 # Checking it: one compilation, the eager schedule, the eager parameters
 # ----------------------------------------------------------------------
 #
 # The recipe's run again, under ``train``: compiled by Inductor from an empty cache
-# (``fresh_cache`` gives Inductor a new temporary cache folder), so its first step is a
-# cold compile, which the cell asserts: the FX graph cache missed and a graph was
-# compiled. After that first step the graph count must not change. A float64 eager run
-# with a plain float learning rate, the way a script without ``torch.compile`` is
-# written, is the reference: the schedule must match it, and each float32 run's
+# (``measure.cold_compile`` gives Inductor a new temporary cache folder), so its first
+# step is a cold compile, which it asserts: the FX graph cache missed, never hit, and a
+# graph was compiled. After that first step the graph count must not change. A float64
+# eager run with a plain float learning rate, the way a script without ``torch.compile``
+# is written, is the reference: the schedule must match it, and each float32 run's
 # parameters are measured against it.
 #
 # Under ``torch.compile``, Adam reads its step count as a float32 tensor: Dynamo sets
@@ -238,12 +176,8 @@ def attribute(name, ref, times, profs, steps):
 # kernels. The lines under the table say how much of the compiled run's extra error each
 # one reproduces.
 
-with fresh_cache():
-    compiled = train()
-    assert counters["inductor"]["fxgraph_cache_miss"] > 0, counters["inductor"]
-stages = dict(zip(*torch._dynamo.utils.compile_times(repr="csv", aggregate=True)))
-cold_ms = 1e3 * float(stages["_compile.compile_inner"])  # Dynamo's and the backend's
-assert counters["inductor"]["fxgraph_cache_hit"] == 0, "must start from an empty cache"
+cold = measure.cold_compile(train, device=device)
+compiled = cold.result
 assert compiled["graphs"][0] > 0 and len(set(compiled["graphs"])) == 1, compiled
 exact = train(float, backend=None, dtype=torch.float64)
 torch.testing.assert_close(compiled["lr"], exact["lr"], rtol=1e-5, atol=0.0)
@@ -309,15 +243,16 @@ print(tabulate(rows, ["setup", "default", "dynamic=False", "hit limit"], "github
 # Measuring it
 # ------------
 #
-# What a recompilation costs is a whole compilation: the first row is the cold compile
-# of the run above, read from PyTorch's compile timers (``_compile.compile_inner``: Dynamo
-# and the backend, every frame; the recipe's cell already paid for importing Inductor).
-# The steady-state rows time ``opt.step()`` with ``step_and_busy``, each on an
-# optimizer of its own, since compiling sets ``capturable`` in the optimizer it compiles.
-# Eager Adam with a tensor learning rate and ``capturable=False`` runs its for-loop
-# implementation (``foreach`` refuses a tensor learning rate unless capturable): a few
-# small kernels per parameter; with ``capturable=True`` it takes the ``foreach`` path.
-# The lines under the table compare the compiled step with each eager one.
+# What a recompilation costs is a whole compilation: the first line is the cold compile
+# of the run above (Dynamo and the backend, every frame; the recipe's cell already paid
+# for importing Inductor). The table times ``opt.step()`` in the steady state, each
+# variant on an optimizer of its own, since compiling sets ``capturable`` in the
+# optimizer it compiles. Timings come from the site's measurement core
+# (:ref:`measuring_recipe` explains it). Eager Adam with a tensor learning rate and
+# ``capturable=False`` runs its for-loop implementation (``foreach`` refuses a tensor
+# learning rate unless capturable): a few small kernels per parameter; with
+# ``capturable=True`` it takes the ``foreach`` path. The lines under the table compare
+# the compiled step with each eager one.
 
 model = make_model()
 params = list(model.parameters())
@@ -330,24 +265,21 @@ steps = {
 if device == "cuda":  # eager's capturable path needs a GPU
     capturable = torch.optim.Adam(params, lr=tensor(0.01), capturable=True)
     steps["eager, capturable=True"] = capturable.step
-times, profs = {}, {}
-for name, step in steps.items():
+for step in steps.values():
     step()  # compiles the compiled step; creates each optimizer's state
-    times[name], profs[name] = step_and_busy(step, steps=50)
-gpu = ["GPU busy %", "bound"] if device == "cuda" else []
-rows = [["compiled, cold compile (all frames)", cold_ms]]
-for name, (t, spread, busy) in times.items():
-    bound = [f"{busy:.0f}", "GPU" if busy >= 85 else "CPU"] if gpu else []
-    rows.append([f"{name}, steady state", t, spread, *bound])
-print(f"{device_name}, torch {torch.__version__}, medians of 10 windows of 50 steps")
-print(tabulate(rows, ["Adam step", "time (ms)", "spread (ms)", *gpu], "github", ".3f"))
-for ref in list(times)[1:]:  # the slower of each pair is taken apart
-    slow, fast = sorted(["compiled", ref], key=lambda k: -times[k][0])
-    attribute(slow, fast, times, profs, steps=50)
+res = measure.compare(steps, device)
+print(
+    f"the run above from an empty cache: {cold.seconds:.2f} s for {N_STEPS} steps, of "
+    f"which compiling: {cold.compiling:.2f} s ({cold.graphs} graphs)"
+)
+print(f"Adam step, steady state; {device_name}, torch {torch.__version__}")
+rows = [[name, *res.cells(name)] for name in res]
+print(tabulate(rows, ["variant", *res.headers()], "github", ["", *res.formats()]))
+for ref in list(res)[1:]:
+    print(res.versus("compiled", ref))
 
 fig, ax = plt.subplots(figsize=(6, 2))
-step_ms, spreads, _ = zip(*times.values())
-ax.barh(list(times), step_ms, xerr=spreads)
+ax.barh(list(res), [r.ms for r in res.values()], xerr=[r.spread for r in res.values()])
 ax.set(xlabel="ms per step (line: spread)", title=f"Adam step, {device_name}")
 fig.tight_layout()
 plt.show()
@@ -357,11 +289,13 @@ plt.show()
 # -----------------------------------------
 #
 # A recompiling float costs time but stays correct: the new version reads the new value.
-# A step recorded in a CUDA graph (``mode="reduce-overhead"``, or ``torch.cuda.graph``
-# as in :ref:`compiling_optimizer_recipe`) stores every kernel *with its arguments*, and
-# a Python float is passed to a kernel by value: every replay uses the learning rate of
-# the recording, whatever the scheduler writes afterwards, and nothing warns. A tensor
-# is passed by address, so a replay reads whatever ``fill_`` last wrote. On a GPU, the
+# A step recorded by hand in a CUDA graph (``torch.cuda.graph``, as in
+# :ref:`compiling_optimizer_recipe`) stores every kernel *with its arguments*, and a
+# Python float is passed to a kernel by value: every replay uses the learning rate of
+# the recording, whatever the scheduler writes afterwards, and nothing warns
+# (``mode="reduce-overhead"`` checks Dynamo's guards before each replay, so the float
+# guard above still applies there). A tensor is passed by address, so a replay reads
+# whatever ``fill_`` last wrote. On a GPU, the
 # next cell records one compiled step, sets the learning rate to zero (a new float, or
 # ``fill_``), replays, and measures how far the parameters moved: they must not move.
 
@@ -372,13 +306,9 @@ def replay_with_lr_zero(lr_type):
     for p in model.parameters():
         p.grad = torch.randn_like(p)
     opt = torch.optim.Adam(model.parameters(), lr=lr_type(0.01))
-    step, side = torch.compile(opt.step), torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm up (and compile) on a side stream
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
+    step, graph = torch.compile(opt.step), torch.cuda.CUDAGraph()
+    for _ in range(3):  # compile and warm up before recording
+        step()
     with torch.cuda.graph(graph):
         step()
     group = opt.param_groups[0]  # a new float, or the same tensor filled in place

@@ -50,25 +50,18 @@ Horizontal fusion with foreach_map: a compiled Adam
 # The benchmark steps stacks of ``Linear`` layers, on a GPU as deep as the memory allows.
 
 import copy
-import functools
 import re
-import statistics
-import time
-import warnings
 
 import matplotlib.pyplot as plt
 import torch
 from tabulate import tabulate
-from torch._dynamo.utils import compile_times, counters
+from torch._dynamo.utils import counters
 from torch._higher_order_ops.foreach_map import foreach_map
-from torch._inductor.utils import fresh_cache, run_and_get_code
-from torch.profiler import ProfilerActivity, profile
+from torch._inductor.utils import run_and_get_code
 
-# A note from torch.profiler about reusing a profiler: each one here runs once.
-warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
+import measure
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
-sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 if device == "cuda":
     device_name = torch.cuda.get_device_name()
     free_bytes, _ = torch.cuda.mem_get_info()
@@ -89,26 +82,6 @@ print(f"{device_name}, torch {torch.__version__}, (width, depth) of stacks: {sha
 # learning rate) are passed unchanged to every call. ``fn`` must not write into its inputs,
 # so the new values are stored with ``torch._foreach_copy_``, which Inductor fuses into the
 # same kernel.
-#
-# ``first_call`` times a first call from an empty cache (``fresh_cache()``; it must miss,
-# never hit) and the compiling in it (``compile_times``). This first compilation on the
-# page also pays, once, for importing Inductor and starting its compile workers.
-
-
-def first_call(fn, *args):
-    """Seconds of fn's first call and of compiling in it, from an empty cache; result."""
-    torch._dynamo.reset()
-    counters.clear()
-    with fresh_cache():
-        start = time.perf_counter()
-        out = fn(*args)
-        sync()
-        seconds = time.perf_counter() - start
-    cache = counters["inductor"]  # a graph with foreach_map may bypass the cache
-    assert cache["fxgraph_cache_hit"] == 0, cache
-    assert cache["fxgraph_cache_miss"] + cache["fxgraph_cache_bypass"] > 0, cache
-    timed = dict(zip(*compile_times(repr="csv", aggregate=True)))
-    return seconds, float(timed["_compile.compile_inner"]), out
 
 
 def sgd_update(p, g, lr):
@@ -124,12 +97,13 @@ params = [torch.randn(s, device=device) for s in [(64,), (64, 32), (1000,)]]
 grads = [torch.randn_like(p) for p in params]
 lr = torch.tensor(0.1, device=device)
 expected = [p - 0.1 * g for p, g in zip(params, grads)]
-start_up, _, (_, code) = first_call(run_and_get_code, sgd_step, params, grads, lr)
+counters.clear()
+_, code = run_and_get_code(sgd_step, params, grads, lr)  # compiles it afresh
 torch.testing.assert_close(params, expected)
 kernels = set(re.findall(r"\b(?:triton_\w+|cpp_fused\w*)(?=\()", "\n".join(code)))
 print(f"{len(params)} tensors updated by the kernels: {', '.join(sorted(kernels))}")
 cache = {k: counters["inductor"][f"fxgraph_cache_{k}"] for k in ["miss", "bypass"]}
-print(f"first call, start-up included: {start_up:.2f} s; FX graph cache: {cache}")
+print(f"FX graph cache on this compilation: {cache}")
 
 # %%
 # On a GPU the kernels are Triton *foreach* kernels (``triton_for_fused_*``): in one launch,
@@ -293,96 +267,37 @@ for name, err in errors.items():
 # Measuring
 # ---------
 #
-# ``step_and_busy`` times six windows of ``steps`` back-to-back calls, at least three and
-# about 10 ms (the first warms up): the median step and the windows' spread (IQR). Up to ten
-# more calls run under ``torch.profiler``, which gives each operator's and range's self
-# time per step (CPU time; on a GPU, kernel time too) and, on a GPU, the **busy** share:
-# the union of kernel intervals over that profiled loop's wall time. Below 85 % busy, the
-# GPU waited for the CPU. ``attribute`` takes a row slower than its reference beyond both
-# spreads apart into the parts whose time per step grew most.
+# Timings come from the site's measurement core (:ref:`measuring_recipe` explains it).
+# The three variants of each size are timed together, in interleaved windows, and each
+# ``foreach_map`` line under the table compares it with one of the eager optimizers.
 #
 # The roofline: Adam in float32 moves at least **28 bytes per parameter** (it reads the
 # parameter, the gradient and both moments, and writes back all but the gradient), at the
-# copy bandwidth that the same helper measures on a large copy (bytes read plus written).
+# speed of a large on-device copy (bytes read plus written), which the core measures.
+
+bytes_per_ms, _ = measure.copy_bandwidth(device)
+print(f"copy: {bytes_per_ms / 1e6:.0f} GB/s")
 
 
-def step_and_busy(step, steps):
-    """(median ms per step, spread ms, busy % or None) and self ms per step by part."""
-    count, windows, calls = counters["stats"]["unique_graphs"], [], min(steps, 10)
-    for _ in range(6):
-        sync()
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        sync()
-        windows.append((time.perf_counter() - start) / steps * 1e3)
-    kinds = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
-    with profile(activities=kinds) as prof:
-        start = time.perf_counter()
-        for _ in range(calls):
-            step()
-        sync()
-        wall_us = (time.perf_counter() - start) * 1e6  # time_range is in microseconds
-    assert counters["stats"]["unique_graphs"] == count, "compiled while timing"
-    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
-    spans = [e.time_range for e in kernels if not e.is_user_annotation]  # no CPU ranges
-    busy, reach, parts = 0.0, 0.0, {True: {}, False: {}}
-    for span in sorted(
-        spans, key=lambda r: r.start
-    ):  # two streams' overlap counts once
-        busy += max(0.0, span.end - max(span.start, reach))
-        reach = max(reach, span.end)
-    for e in prof.key_averages():
-        gpu = e.device_type.name != "CPU" and not e.is_user_annotation  # kernels
-        us = e.self_device_time_total if gpu else e.self_cpu_time_total
-        side = parts[gpu]  # kernel time on the GPU, self CPU time on the CPU
-        side[e.key] = side.get(e.key, 0.0) + us / 1e3 / calls
-    q1, median, q3 = statistics.quantiles(windows[1:], n=4)  # the first warms up
-    return (median, q3 - q1, 100 * busy / wall_us if device == "cuda" else None), parts
-
-
-def attribute(label, name, ref, times, parts):
-    """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
-    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
-    gap = t - t0
-    head = f"{label}, {name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
-    if abs(gap) <= max(spread, spread0):
-        return print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
-    if gap < 0:
-        return print(f"{head}, faster beyond the spread")
-    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
-    mine, theirs = parts[name][gpu], parts[ref][gpu]
-    diff = sorted(
-        ((ms - theirs.get(k, 0.0), k) for k, ms in mine.items()), reverse=True
-    )
-    grew = [(k, ms) for ms, k in diff[:3] if ms > 0]
-    covered = sum(ms for _, ms in grew)
-    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
+def read(label, res, roofline_ms):
+    """Print which row is fastest, how close it comes to the roofline, what bounds it."""
+    best, worst = min(res, key=lambda k: res[k].ms), max(res, key=lambda k: res[k].ms)
+    bound = "" if res[best].bound is None else f", {res[best].bound}-bound"
     print(
-        f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
-        f" step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
-        f"the rest, {gap - covered:+.3f} ms net, over the other parts and the time outside every part"
+        f"{label}: fastest median {best}, {100 * roofline_ms / res[best].ms:.0f} % of the"
+        f" copy roofline{bound}; slowest {worst}, {res[worst].ms / res[best].ms:.2f}x"
+        " its time"
     )
 
-
-src = torch.rand(2**28 if device == "cuda" else 2**25, device=device)
-dst = torch.empty_like(src)
-(copy_ms, copy_spread, _), _ = step_and_busy(functools.partial(dst.copy_, src), 20)
-bytes_per_ms = 2 * src.nbytes / copy_ms
-print(
-    f"copy: {bytes_per_ms / 1e6:.0f} GB/s; {copy_ms:.3f} ms, spread {copy_spread:.3f} ms"
-)
-del src, dst
 
 # %%
 # The benchmark
 # -------------
 #
 # Every variant steps the same parameters with the same fixed gradients and its own
-# optimizer state, built just before it is timed: ``torch.optim.Adam`` with
-# ``foreach=True`` and with ``fused=True`` (one hand-written kernel), and
-# ``ForeachMapAdam``, whose first step at each size is a compilation from an empty cache.
-# "x fused" is a variant's speed relative to ``fused=True``.
+# optimizer state: ``torch.optim.Adam`` with ``foreach=True`` and with ``fused=True``
+# (one hand-written kernel), and ``ForeachMapAdam``, whose first step at each size is a
+# compilation from an empty cache (``measure.cold_compile``).
 
 variants = {
     "eager foreach": lambda ps: torch.optim.Adam(ps, foreach=True, **HP).step,
@@ -390,47 +305,36 @@ variants = {
     "foreach_map": lambda ps: ForeachMapAdam(ps, **HP).step,
 }
 
-rows, results, compiles = [], {}, []
+rows, readings, compiles = [], [], []
 for width, depth in shapes:
     layers = [torch.nn.Linear(width, width, device=device) for _ in range(depth)]
     params = [p for layer in layers for p in layer.parameters()]
     for p in params:
         p.grad = torch.randn_like(p)
     n = sum(p.numel() for p in params)
+    size = f"{n / 1e6:.1f}"
+    steps = {name: make_step(params) for name, make_step in variants.items()}
+    cold = measure.cold_compile(steps["foreach_map"], device=device)
+    compiles.append([size, len(params), cold.seconds, cold.compiling])
+    graphs = counters["stats"]["unique_graphs"]  # compare's check misses fullgraph=True
+    res = measure.compare(steps, device)
+    assert counters["stats"]["unique_graphs"] == graphs, "compiled while timing"
     roofline_ms = 28 * n / bytes_per_ms
-    steps = max(3, min(100, round(10 / roofline_ms)))
-    times, parts = {}, {}
-    results[f"{n / 1e6:.1f} M params"] = times, parts
-    for name, make_step in variants.items():
-        step = make_step(params)
-        if name == "foreach_map":  # compiles for these shapes, from an empty cache
-            compiles.append([f"{n / 1e6:.1f}", len(params), *first_call(step)[:2]])
-        else:
-            step()  # creates the optimizer state
-        times[name], parts[name] = step_and_busy(step, steps)
-        del step
-    for name, (step_ms, spread, busy) in times.items():
-        pct = 100 * roofline_ms / step_ms  # known to within both spreads:
-        tol = pct * (copy_spread / copy_ms + spread / step_ms)
-        vs = "within" if abs(pct - 100) <= tol else "above" if pct > 100 else "below"
-        gpu = [] if busy is None else [busy, "GPU" if busy >= 85 else "CPU"]
-        row = [f"{n / 1e6:.1f}", name, step_ms, spread, *gpu, pct, vs]
-        rows.append(row + [times["eager fused"][0] / step_ms])
-    del layers, params
+    for name, row in res.items():
+        row.check(roofline_ms=roofline_ms)
+        rows.append([size, name, *res.cells(name), 100 * roofline_ms / row.ms])
+    readings.append((f"{size} M params", res, roofline_ms))
+    del layers, params, steps
 
 first = ["ForeachMapAdam's first step from an empty cache (s)", "compiling (s)"]
 print(tabulate(compiles, ["params (M)", "tensors", *first], floatfmt=".2f"))
-print(f"Adam, float32, {device_name}; median step times, spread = IQR of the windows")
-gpu = ["busy %", "bound"] if device == "cuda" else []
-headers = ["params (M)", "variant", "step (ms)", "spread (ms)", *gpu]
-headers += ["% of copy roofline", "vs 100 %", "x fused"]
-fmt = ["", "", ".3f", ".3f", *[".0f", ""][: len(gpu)], ".1f", "", ".2f"]
-print(tabulate(rows, headers, "github", fmt))
-where = {w: [row[-2] for row in rows].count(w) for w in ["within", "above", "below"]}
-print("rows by their share of the copy roofline, against 100 % and the spreads:", where)
-for size, (times, parts) in results.items():
-    ref = min(["eager foreach", "eager fused"], key=lambda c: times[c][0])
-    attribute(size, "foreach_map", ref, times, parts)
+print(f"Adam, float32, {device_name}")
+headers = ["params (M)", "variant", *res.headers(), "% of copy roofline"]
+print(tabulate(rows, headers, "github", ["", "", *res.formats(), ".1f"]))
+for label, res, roofline_ms in readings:
+    read(label, res, roofline_ms)
+    for ref in ("eager fused", "eager foreach"):
+        print(res.versus("foreach_map", ref, f"{label}: "))
 
 # %%
 # The chart draws the roofline column: how close each variant came to moving its bytes
@@ -439,7 +343,7 @@ for size, (times, parts) in results.items():
 fig, ax = plt.subplots(figsize=(8, 3.5))
 for name in variants:
     ax.plot(
-        *zip(*[(float(r[0]), r[-3]) for r in rows if r[1] == name]), "o-", label=name
+        *zip(*[(float(r[0]), r[-1]) for r in rows if r[1] == name]), "o-", label=name
     )
 ax.axhline(100, color="gray", linestyle="--")
 ax.set(xscale="log", xlabel="parameters (M)", ylabel="% of copy roofline")
@@ -454,16 +358,16 @@ plt.show()
 #
 # * **% of copy roofline**: 100 % would mean moving 28 bytes per parameter as fast as
 #   ``dst.copy_(src)`` moves memory. Eager ``foreach`` makes several passes where one
-#   would do; ``fused=True`` and ``ForeachMapAdam`` make one. **vs 100 %** says "within"
-#   when 100 % lies within the copy's and the step's spreads. "Above" means the copy is
-#   not the fastest way the device moves memory: on a CPU, a copy may read the memory it
-#   overwrites (a read its byte count leaves out), while Adam writes over memory it read.
-# * The lines under the table take a slower row apart. On every call ``ForeachMapAdam``
-#   runs an eager ``step_count += 1`` and two compiled functions; the profiler names their
-#   CPU work ``TorchDynamo Cache Lookup`` (checking guards), ``Torch-Compiled Region`` (a
-#   compiled frame), ``## Call CompiledFxGraph ... ##`` (the generated code; on a CPU, its
-#   C++ kernels too) and ``cudaLaunchKernel`` or ``cuLaunchKernel`` (a launch). A CUDA
-#   graph launches a step whole (:ref:`compiling_optimizer_recipe`).
+#   would do; ``fused=True`` and ``ForeachMapAdam`` make one. A row above 100 % means the
+#   copy is not the fastest way the device moves memory: on a CPU, a copy may read the
+#   memory it overwrites (a read its byte count leaves out), while Adam writes over memory
+#   it read, and a small size may stay in the caches.
+# * The comparison lines take a gap apart. On every call ``ForeachMapAdam`` runs an eager
+#   ``step_count += 1`` and two compiled functions, so its parts include **guards**
+#   (checking that the compiled code still applies), **compiled-code entry**, **compiled
+#   code** (the generated code; on a CPU, its C++ kernels too) and, on a GPU, **kernel
+#   launches** and the time the GPU waited for them. A CUDA graph launches a step whole
+#   (:ref:`compiling_optimizer_recipe`).
 #
 # Going further
 # -------------
@@ -481,8 +385,8 @@ plt.show()
 # ``torch.compile`` fuses it over all tensors into one pass over memory, write-backs
 # included. Values that change during training go in as 0-dim tensors, and step-dependent
 # scalars are computed once per step. The result matched ``torch.optim.Adam`` against
-# float64; the table measured it against the copy roofline and ``fused=True``, each row
-# with its spread, and took any slower row apart.
+# float64; the table measured it against the copy roofline and ``fused=True``, and the
+# comparison lines judged each gap from paired windows and took it apart.
 #
 # Further reading
 # ---------------

@@ -104,7 +104,8 @@ def test_a_known_delay_is_found_in_python_and_parts_add_up():
 
 def test_a_download_runs_with_no_file_of_the_project_beside_it(tmp_path):
     script = (
-        '"""Title\n=====\n"""\n\nimport measure\n\nprint(measure.compare.__name__)\n'
+        '"""Title\n=====\n"""\n\nimport inspect\n\nimport measure\n\n'
+        "print(measure.compare.__name__, len(inspect.getsource(measure)))\n"
     )
     (tmp_path / "page.py").write_text(gallery.download_script(script))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -116,7 +117,8 @@ def test_a_download_runs_with_no_file_of_the_project_beside_it(tmp_path):
         text=True,
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "compare"
+    core = (ROOT / gallery.CORE).read_text(encoding="utf-8")
+    assert out.stdout.split() == ["compare", str(len(core))]  # its source, for workers
     text = (tmp_path / "page.py").read_text()
     assert text.startswith('"""Title') and gallery.download_script(text) == text
 

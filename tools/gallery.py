@@ -408,11 +408,15 @@ def core_block(root=ROOT):
     return (
         f'{CORE_CELL_MARK} (``measure``, explained by the recipe "Measuring a compiled\n'
         '# step"), carried here so that this download runs with no other file beside it.\n'
+        "import linecache as _linecache\n"
         "import sys as _sys\n"
         "import types as _types\n"
         "\n"
+        f"_source = r'''{source}'''\n"
         'measure = _sys.modules["measure"] = _types.ModuleType("measure")\n'
-        f"exec(compile(r'''{source}''', \"measure.py\", \"exec\"), measure.__dict__)\n"
+        'measure.__file__ = "measure.py"  # tracebacks and inspect.getsource find the text\n'
+        "_linecache.cache[measure.__file__] = (len(_source), None, _source.splitlines(True), measure.__file__)\n"
+        'exec(compile(_source, measure.__file__, "exec"), measure.__dict__)\n'
     )
 
 
