@@ -67,13 +67,8 @@ import logging
 import logging.handlers
 import os
 import re
-import statistics
 import textwrap
 import time
-import warnings
-
-# A note from torch.profiler about reusing a profiler: each one here runs once.
-warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
 
 # torch.profiler's tracing library (Kineto) prints notes on each start and stop, and on a
 # machine without a GPU an error line about it; level 6 keeps its own log quiet.
@@ -84,11 +79,10 @@ import torch.nn.functional as F
 import torchvision
 from tabulate import tabulate
 from torch import nn
-from torch._dynamo.utils import counters
+from torch._dynamo.utils import compile_times, counters
 from torch._inductor.utils import fresh_cache
-from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile
-from torch.utils import benchmark
+
+import measure
 
 torch.manual_seed(0)
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -114,135 +108,45 @@ print(f"GPT: {GPT}, batch {GPT_BATCH}, autocast {AMP_DTYPE or 'off'}")
 # Measuring
 # ---------
 #
+# Timings come from the site's measurement core (:ref:`measuring_recipe` explains it).
+# ``measure.compare`` warms each variant up (compiling it if needed), times the variants
+# in interleaved windows without the profiler, then profiles a few steps of each. The
+# **step** is the median ms per step, the **spread** the windows' interquartile range.
+#
 # On a GPU the CPU only queues kernels, and the GPU runs them behind it. Whether a step is
-# bound by the CPU or by the GPU decides what can make it faster, so the page measures it.
-# ``measure`` warms a function up (compiling it if needed) and times five windows of
-# ``steps`` back-to-back calls with ``torch.utils.benchmark.Timer``, which synchronizes
-# the GPU at each end and uses all of the CPU's threads. The median window is the **step
-# time**, their interquartile range the **spread**. It then profiles ``steps`` more calls,
-# after one warm-up step that the profiler's schedule leaves out. On a GPU, the time in
-# which at least one kernel ran, over that profiled loop's own wall time, is the **busy
-# share**. At 85 % or more, ``bound`` says ``GPU``: only less GPU work (fusion, lower
-# precision) makes the step faster. Below, it says ``CPU``: the GPU sat idle, waiting for
-# the CPU (Python, guards, kernel launches), and fewer or cheaper launches help. A CPU
-# both runs the Python and computes, so it has no busy share.
+# bound by the CPU or by the GPU decides what can make it faster, so the table measures
+# it: **busy %** is the GPU's kernel time per step over the step time measured without
+# the profiler. At 85 % or more, **bound** says ``GPU``: only less GPU work (fusion,
+# lower precision) makes the step faster. Below, it says ``CPU``: the GPU waited for the
+# CPU (Python, guards, kernel launches), and fewer or cheaper launches help. A CPU both
+# runs the Python and computes, so its tables have no GPU columns.
+#
+# ``show`` prints the table, then reads each row against the row above it: both medians,
+# the ratio of their paired windows with its interval (a tie when the interval holds
+# 1.00x), and otherwise the parts of the step that moved most, which add up to the gap.
+# On a GPU the parts are kernel time by family and the time the GPU waited, charged to
+# what the CPU did meanwhile; on a CPU, the main thread's time by family. A chart shows
+# the step times, on a GPU split into busy and waiting time.
 
 
-def measure(fn, steps):
-    """(step ms, spread ms, busy % or None) of fn(), and a profile of `steps` calls."""
-    for _ in range(3):  # warm-up; compiles if needed (and records CUDA graphs)
-        fn()
-    frames, cuda = counters["frames"]["total"], device == "cuda"
-    threads = torch.get_num_threads()
-    timer = benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads)
-    windows = [timer.timeit(steps).mean * 1e3 for _ in range(5)]  # no profiler
-    q1, step, q3 = statistics.quantiles(windows, n=4)
-    sync = torch.cuda.synchronize if cuda else lambda: None
-    activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda
-    schedule = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
-    with profile(activities=activities, schedule=schedule) as prof:
-        for i in range(steps + 1):  # step 0 warms the profiler up, unrecorded
-            fn()
-            if i == 0:
-                sync()  # step 0's kernels end before the profiler starts recording
-                wall = -time.perf_counter()
-            if i == steps:
-                sync()
-                wall += time.perf_counter()
-            prof.step()
-    assert counters["frames"]["total"] == frames, "compiled while timed"
-    if not cuda:
-        return (step, q3 - q1, None), prof
-    on_gpu = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
-    kernels = [e.time_range for e in on_gpu if not e.is_user_annotation]  # no ranges
-    assert kernels, "the profiler recorded no GPU work"
-    busy, reach = 0.0, float("-inf")  # the union of the kernels' intervals, in us
-    for span in sorted(kernels, key=lambda span: span.start):
-        busy += max(0.0, span.end - max(span.start, reach))
-        reach = max(reach, span.end)
-    return (step, q3 - q1, 100 * busy / (wall * 1e6)), prof  # busy share in %
-
-
-if device == "cpu":
-    print("On a CPU there is no separate device to be busy or idle: no GPU columns.")
-
-# %%
-# A row slower than the row above it beyond both rows' spread is taken apart:
-# ``attribute`` diffs the two rows' profiles and names the parts whose time per step grew
-# most, and how much of the difference they cover: self CPU time of each operator and
-# range (such as ``Torch-Compiled Region``) and of the Python outside them, or kernel
-# time when the GPU's busy time grew by at least half the gap. ``show`` prints a table
-# with the speedup over the first row, one such line per row, and a chart of the step
-# times (on a GPU, each bar split into its busy and idle shares).
-
-
-# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
-# may run the same products in kernels of different names.
-GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
-
-
-def attribute(name, ref, times, profs, steps):
-    """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
-    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
-    gap = t - t0
-    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
-    if abs(gap) <= max(spread, spread0) or gap < 0:
-        where = "within" if gap >= -max(spread, spread0) else "faster beyond"
-        print(f"{head}, {where} the spread ({spread:.3f} and {spread0:.3f} ms)")
-        return
-    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
-    parts = {}
-    for sign, prof in ((1, profs[name]), (-1, profs[ref])):
-        for e in prof.key_averages():
-            us = e.self_cpu_time_total
-            if gpu:  # kernels only: a CPU operator's device time repeats its kernels'
-                us = e.self_device_time_total * (
-                    e.device_type == DeviceType.CUDA and not e.is_user_annotation
-                )
-            key = "Python outside operators" if e.key == "ProfilerStep*" else e.key
-            key = "matmul kernels (all)" if gpu and GEMM.search(key) else key
-            parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
-    top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
-    grew = [(k, ms) for k, ms in top if ms > 0]
-    covered = sum(ms for _, ms in grew)
-    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
-    print(
-        f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
-        f" step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
-        f"the rest, {gap - covered:+.3f} ms net, over the other parts and the time outside every part"
-    )
-
-
-def show(rows, title, steps):
-    times = {name: timing for name, (timing, _) in rows.items()}
-    names, first = list(times), next(iter(times.values()))[0]
-    table = []
-    for name, (step, spread, busy) in times.items():
-        gpu = [] if busy is None else [busy, "GPU" if busy >= 85 else "CPU"]
-        table.append([name, step, spread, *gpu, first / step])
-    columns = [] if device == "cpu" else ["busy %", "bound"]
-    headers = ["", "step (ms)", "spread (ms)", *columns, "speedup"]
-    print(tabulate(table, headers, tablefmt="github", floatfmt=".3f"))
-    for ref, name in zip(names, names[1:]):  # each row against the row above
-        attribute(name, ref, times, {k: v[1] for k, v in rows.items()}, steps)
-    fig, ax = plt.subplots(figsize=(7, 1.8 + 0.45 * len(rows)))
-    step_ms = [t[0] for t in times.values()]
+def show(results, title):
+    names = list(results)
+    rows = [[name, *results.cells(name)] for name in names]
+    print(tabulate(rows, ["", *results.headers()], "github", ["", *results.formats()]))
+    for ref, name in zip(names, names[1:]):
+        print(results.versus(name, ref))
+    step = [results[name].ms for name in names]
+    busy = [results[name].busy_ms or 0.0 for name in names]  # 0 on a CPU
+    fig, ax = plt.subplots(figsize=(7, 1.8 + 0.45 * len(names)))
+    ax.barh(names, busy, color="C0", label="GPU busy")
+    waiting = [t - b for t, b in zip(step, busy)]
+    grey = "0.75" if device == "cuda" else "C0"  # the whole step on a CPU
+    ax.barh(names, waiting, left=busy, color=grey, label="GPU waiting")
     if device == "cuda":
-        busy_ms = [t[0] * t[2] / 100 for t in times.values()]  # busy share of the step
-        ax.barh(names, busy_ms, color="C0", label="GPU busy")
-        ax.barh(
-            names,
-            [a - b for a, b in zip(step_ms, busy_ms)],
-            left=busy_ms,
-            color="0.75",
-            label="GPU idle",
-        )
         ax.legend(loc="lower right")
-    else:
-        ax.barh(names, step_ms, color="C0")
     ax.invert_yaxis()
     ax.set(xlabel="ms per step (median)", title=f"{title}, {device_name}")
-    ax.set_xlim(0, 1.4 * max(step_ms))  # room for the legend
+    ax.set_xlim(0, 1.4 * max(step))  # room for the legend
     fig.tight_layout()  # keeps the row names and the x label inside the figure
     plt.show()
 
@@ -285,13 +189,12 @@ def gelu_tanh(x):
 compiled_gelu = torch.compile(gelu_tanh)
 x = torch.randn(4096, 1024, device=device)
 check("gelu_tanh", gelu_tanh(x), compiled_gelu(x), gelu_tanh(x.double()))
-steps = 100 if device == "cuda" else 5
-rows = {"eager": measure(lambda: gelu_tanh(x), steps)}
-rows["compiled"] = measure(lambda: compiled_gelu(x), steps)
-show(rows, "gelu_tanh", steps)
+variants = {"eager": lambda: gelu_tanh(x), "compiled": lambda: compiled_gelu(x)}
+show(measure.compare(variants, device), "gelu_tanh")
 
 # %%
-# The first call of ``compiled_gelu`` compiled it; ``measure`` times later calls only.
+# The first call of ``compiled_gelu``, in ``check``, compiled it; ``measure.compare``
+# times later calls only, and asserts that nothing compiled while it timed.
 # ``@torch.compile`` written above a ``def`` does the same as ``torch.compile(fn)``.
 #
 # Compiling a module
@@ -330,13 +233,15 @@ for module in (wrapped, in_place):
 # empty folder, and ``torch._dynamo.reset()`` makes Dynamo forget what it compiled.
 # Compiling again inside the same block is a **warm** compile. The process's one-time
 # start-up of Inductor (importing its code generators, starting its compile workers) was
-# paid by the compiles above, so the figures are the compile and one forward pass.
+# paid by the compiles above, so each figure is a compile and one forward pass, and
+# ``compiling`` is the part of it spent in Dynamo, AOTAutograd and Inductor.
 #
 # ``torch.compiler.cudagraph_mark_step_begin()`` starts a new iteration for the CUDA
 # graphs of ``mode="reduce-overhead"`` (used below); it does nothing without them.
 
 cnn = torchvision.models.resnet18(weights=None).to(device).eval()
 images = torch.randn(CNN_BATCH, 3, IMAGE, IMAGE, device=device)
+compiled_cnn = torch.compile(cnn)
 
 
 @torch.no_grad()
@@ -345,28 +250,34 @@ def infer(net):
     return net(images)
 
 
-compile_rows = []
+table = []
 with fresh_cache():
     for label in ["cold (empty caches)", "warm (caches filled)"]:
         torch._dynamo.reset()
         counters.clear()
-        compiled_cnn = torch.compile(cnn)
         start = time.perf_counter()
         logits = infer(compiled_cnn)
         if device == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
-        aot, inductor = counters["aot_autograd"], counters["inductor"]
-        compile_rows.append(
-            [label, seconds, counters["stats"]["unique_graphs"]]
+        timed = dict(zip(*compile_times("csv", aggregate=True)))
+        aot, fx = counters["aot_autograd"], counters["inductor"]
+        table.append(
+            [label, seconds, float(timed["_compile.compile_inner"])]
+            + [counters["stats"]["unique_graphs"]]
             + [aot["autograd_cache_miss"], aot["autograd_cache_hit"]]
-            + [inductor["fxgraph_cache_miss"], inductor["fxgraph_cache_hit"]]
+            + [fx["fxgraph_cache_miss"], fx["fxgraph_cache_hit"]]
         )
-cold, warm = compile_rows
-assert cold[2] >= 1 and cold[3] > 0 and cold[5] > 0 and cold[4] == cold[6] == 0, cold
-assert warm[2] >= 1 and warm[4] > 0 and warm[6] > 0 and warm[3] == warm[5] == 0, warm
-headers = ["", "first call (s)", "graphs", "AOT miss", "AOT hit", "FX miss", "FX hit"]
-print(tabulate(compile_rows, headers, tablefmt="github", floatfmt=".1f"))
+cold, warm = table
+assert cold[3] >= 1 and cold[4] > 0 and cold[6] > 0 and cold[5] == cold[7] == 0, cold
+assert warm[3] >= 1 and warm[5] > 0 and warm[7] > 0 and warm[4] == warm[6] == 0, warm
+headers = ["", "first call (s)", "compiling (s)", "graphs"]
+headers += ["AOT miss", "AOT hit", "FX miss", "FX hit"]
+print(tabulate(table, headers, tablefmt="github", floatfmt=".1f"))
+print(
+    f"The warm first call took {100 * warm[1] / cold[1]:.0f} % of the cold one's time, "
+    f"and {100 * warm[2] / cold[2]:.0f} % of its compiling."
+)
 with torch.no_grad():
     reference = copy.deepcopy(cnn).double()(images.double())
 check("ResNet-18 logits", infer(cnn), logits, reference)
@@ -410,17 +321,18 @@ for mode in ["default", "reduce-overhead", "max-autotune"]:
 # The table times a forward pass of ResNet-18, eager and compiled. On a GPU, the
 # ``bound`` column says whether the GPU sat waiting for the CPU, and so which of fusion
 # (less GPU work) or CUDA graphs (less CPU work) can help; the chart shows the same split
-# as busy and idle time.
+# as busy and waiting time.
 
-steps = 10 if device == "cuda" else 5
-rows = {"eager": measure(lambda: infer(cnn), steps)}
-rows["compiled, default"] = measure(lambda: infer(compiled_cnn), steps)
+variants = {
+    "eager": lambda: infer(cnn),
+    "compiled, default": lambda: infer(compiled_cnn),
+}
 if device == "cuda":
     cudagraph_cnn = torch.compile(cnn, mode="reduce-overhead")
-    rows["reduce-overhead"] = measure(lambda: infer(cudagraph_cnn), steps)
+    variants["reduce-overhead"] = lambda: infer(cudagraph_cnn)
 else:
     print("reduce-overhead: not run, a CPU has no CUDA graphs")
-show(rows, f"ResNet-18 inference, batch {CNN_BATCH}", steps)
+show(measure.compare(variants, device), f"ResNet-18 inference, batch {CNN_BATCH}")
 
 # %%
 # The convolutions run in cuDNN or oneDNN in both versions (Inductor may hand them
@@ -514,9 +426,11 @@ def make_step(net):
     return step
 
 
-rows = {"eager model": measure(make_step(eager_gpt), steps=5)}
-rows["compiled model"] = measure(make_step(compiled_gpt), steps=5)
-show(rows, "GPT training step, fused AdamW", steps=5)
+variants = {
+    "eager model": make_step(eager_gpt),
+    "compiled model": make_step(compiled_gpt),
+}
+show(measure.compare(variants, device), "GPT training step, fused AdamW")
 
 # %%
 # In training, each elementwise operation of the forward (layer norms, GELU, residual
@@ -670,12 +584,12 @@ print(f"fullgraph=True: {counters['stats']['unique_graphs']} graph, no break")
 # ``torch.compile`` turns a function or a module into compiled code with one line, and a
 # float64 reference tells whether it still computes the same thing. Whether it pays off
 # depends on what bounds a step: fusion shrinks GPU work, CUDA graphs
-# (``mode="reduce-overhead"``) shrink CPU launch work, and the GPU's busy share, measured
-# with ``torch.profiler``, says which one a step needs. Compile time is paid once per
-# process and set of shapes; with warm caches Dynamo still traces, but AOTAutograd's
-# trace and Inductor's code generation are loaded from disk. New shapes cause
-# recompiles and unsupported Python causes graph breaks; both are visible in the logs and
-# with ``torch._dynamo.explain``.
+# (``mode="reduce-overhead"``) shrink CPU launch work, and the GPU's busy share (kernel
+# time from ``torch.profiler`` over the step time measured without it) says which one a
+# step needs. Compile time is paid once per process and set of shapes; with warm caches
+# Dynamo still traces, but AOTAutograd's trace and Inductor's code generation are loaded
+# from disk. New shapes cause recompiles and unsupported Python causes graph breaks; both
+# are visible in the logs and with ``torch._dynamo.explain``.
 #
 # Further reading
 # ---------------
