@@ -16,9 +16,9 @@ Compiling a whole training step, end to end
        * Why the learning rate must live in a tensor once the optimizer is compiled
        * How to check that compiled training computes what eager training computes,
          against a float64 reference
-       * How to measure, with ``torch.profiler``, whether the CPU or the GPU sets the
-         pace of a step, and which optimizations can help in each case
-       * How to take a step that got slower apart, by diffing two profiles
+       * How to read whether the CPU or the GPU sets the pace of a step, and which
+         rungs can help in each case
+       * How to read what changed between two rungs from the parts of their steps
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
@@ -47,13 +47,13 @@ Compiling a whole training step, end to end
 # 4. **whole step in CUDA graphs** (GPU only): the step in one ``torch.compile`` call with
 #    ``mode="reduce-overhead"``, in float32 and under bfloat16 autocast.
 #
-# On a GPU, each row of the final table holds the step time *and* the share of the time
-# in which the GPU was busy running kernels, measured with ``torch.profiler``: a GPU runs
-# kernels only as fast as the CPU queues them, and whether the GPU or the CPU sets the
-# pace decides which rungs can help. Every rung is compared with the rung it builds on,
-# and a difference beyond the spread of the timings is taken apart from the profiles.
-# Every rung also trains ten steps from the same weights, and its losses and weights are
-# compared with a float64 run.
+# On a GPU, each row of the final table holds the step time *and* the GPU's busy share:
+# its kernel time per step, from ``torch.profiler``, over the step time measured without
+# the profiler. A GPU runs kernels only as fast as the CPU queues them, and whether the
+# GPU or the CPU sets the pace decides which rungs can help. All rungs are timed
+# together, and each is compared with the rung it builds on; where they differ, the gap
+# is split into the parts of the step that moved. Every rung also trains ten steps from
+# the same weights, and its losses and weights are compared with a float64 run.
 #
 # Setup
 # -----
@@ -63,20 +63,16 @@ Compiling a whole training step, end to end
 
 import copy
 import logging
-import re
-import statistics
-import time
 import warnings
 
 import matplotlib.pyplot as plt
 import torch
-import torch._inductor.utils
 import torch.nn as nn
 import torch.nn.functional as F
 from tabulate import tabulate
 from torch._dynamo.utils import compilation_time_metrics, counters
-from torch.profiler import ProfilerActivity, profile, schedule
-from torch.utils import benchmark
+
+import measure
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cuda":
@@ -92,7 +88,7 @@ print(
 )
 # PyTorch's default float32 matmul precision (no TF32) is kept on purpose; Inductor's
 # advice to turn TF32 on is about speed, not about this lesson.
-warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
+warnings.filterwarnings("ignore", message=".*TensorFloat32")
 # Compiling ``Optimizer.step`` logs once that the profiler range around it is left out of
 # the graph: a note about profiling, not about this lesson.
 for name in ["torch._dynamo.variables.torch", "torch._dynamo.variables.ctx_manager"]:
@@ -215,170 +211,27 @@ ref_weights = torch.cat([p.detach().flatten() for p in ref_model.parameters()])
 print("float64 losses:", " ".join(f"{v:.3f}" for v in ref_losses.tolist()))
 
 # %%
-# Measurement helpers
-# -------------------
-#
-# ``step_and_busy`` times ``steps`` back-to-back calls of a step, five times over, and
-# returns the median time per step in milliseconds and the **spread**, the interquartile
-# range of those five timings. On a GPU the step time comes from CUDA events around the
-# loop, so it includes any time the GPU sits idle waiting for work; on a CPU,
-# ``torch.utils.benchmark`` times the loop with every thread. The caches stay warm from
-# one call to the next, as in training. Then ``torch.profiler`` records the CPU's
-# operators and ranges (and, on a GPU, the kernels) over the same loop, after one warm-up
-# step that it discards. On a GPU the helper adds up the time during which at least one
-# kernel ran (overlapping kernels count once, kernels replayed from a CUDA graph too) and
-# divides it by the wall time of that profiled loop: the **busy share**. At 85 % or more, the
-# ``bound`` column says GPU: only less GPU work (fusion, a cheaper precision) shortens
-# the step. Below, the GPU waits for the CPU to queue kernels, and only less CPU work per
-# step helps. The profiler's own CPU cost lowers the share a little on a CPU-bound row;
-# the step column comes from the loop without it.
-
-
-def step_and_busy(step, steps=5):
-    """(median ms, spread ms, busy % or None on a CPU), and the profile of ``steps``."""
-    timer = benchmark.Timer(
-        "step()", globals={"step": step}, num_threads=torch.get_num_threads()
-    )
-    windows = []
-    for _ in range(5):  # five windows of back-to-back steps, no profiler
-        if device == "cpu":
-            windows.append(timer.timeit(steps).mean * 1e3)
-            continue
-        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-        start.record()
-        for _ in range(steps):
-            step()
-        end.record()
-        end.synchronize()
-        windows.append(start.elapsed_time(end) / steps)
-    q1, median, q3 = statistics.quantiles(windows, n=4)
-    activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
-    warm_then_record = schedule(wait=0, warmup=1, active=steps)
-    with profile(activities=activities, schedule=warm_then_record) as prof:
-        for i in range(steps + 1):  # step 0 is the profiler's warm-up, not recorded
-            step()
-            if i == 0 and device == "cuda":  # step 0's kernels end before recording
-                torch.cuda.synchronize()
-            if i == 0:
-                start = time.perf_counter()
-            if i < steps:
-                prof.step()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        wall_us = (time.perf_counter() - start) * 1e6
-    if device == "cpu":
-        return (median, q3 - q1, None), prof
-    spans = sorted(
-        (e.time_range.start, e.time_range.end)
-        for e in prof.events()
-        if e.device_type == torch.autograd.DeviceType.CUDA and not e.is_user_annotation
-    )
-    busy, reach = 0.0, float("-inf")
-    for s, e in spans:  # the union of the kernels' intervals, in microseconds
-        if e > reach:
-            busy += e - max(s, reach)
-            reach = e
-    return (median, q3 - q1, 100 * busy / wall_us), prof
-
-
-# %%
-# ``attribute`` is the page's one reading of a comparison. A rung differs from the rung
-# it builds on only if the gap exceeds both rows' spread; then the helper diffs the two
-# profiles, per operator and range, and names the parts whose time per step moved most
-# in the direction of the gap: kernel time when the GPU's busy time moved by at least
-# half the gap (cuBLAS's matmul kernels as one part), self CPU time otherwise (the time
-# spent inside an operator or range itself, not in the ones it calls:
-# ``TorchDynamo Cache Lookup``, ``Torch-Compiled Region``, ``CompiledFunction``,
-# ``## Call CompiledFxGraph ...``, ``cudaLaunchKernel``, ``aten::*``...).
-# The profiler wraps each step in a ``ProfilerStep#`` range; their self time, summed as
-# ``ProfilerStep*``, is the step's time outside every other range: Python, and C++ work
-# that records no range of its own. ``cpu_parts`` lists, the same way, where one row's
-# own CPU time goes.
-# The parts named can add up to more than the gap, the rest then netting negative: self
-# CPU time is not all on a step's critical path. A CPU that runs ahead of its GPU waits
-# for it (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``) or works while kernels
-# run, so where a row keeps its GPU busy, its CPU time moves by more than its step does.
-
-
-def per_step(prof, steps, gpu=False):
-    """Self time per step (ms) of each operator and range in a profile."""
-    parts = {}
-    for e in prof.key_averages():
-        if gpu and (
-            e.device_type == torch.autograd.DeviceType.CPU or e.is_user_annotation
-        ):
-            continue  # a kernel's time counts once: on the kernel, not its CPU caller
-        us = e.self_device_time_total if gpu else e.self_cpu_time_total
-        key = "ProfilerStep*" if e.key.startswith("ProfilerStep#") else e.key
-        key = "matmul kernels (all)" if gpu and GEMM.search(key) else key
-        parts[key] = parts.get(key, 0.0) + us / 1e3 / steps
-    return parts
-
-
-# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
-# may run the same products in kernels of different names.
-GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
-
-
-def attribute(name, ref, steps=5):
-    """Print whether `name` differs from `ref` beyond both spreads and, if so, what moved."""
-    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
-    gap = t - t0
-    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
-    if abs(gap) <= max(spread, spread0):
-        print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
-        return
-    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
-    new, old = per_step(profs[name], steps, gpu), per_step(profs[ref], steps, gpu)
-    sign = 1 if gap > 0 else -1
-    parts = {
-        k: sign * (new.get(k, 0.0) - old.get(k, 0.0)) for k in new.keys() | old.keys()
-    }
-    moved = [
-        (k, ms) for k, ms in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if ms > 0
-    ]
-    covered = sum(ms for _, ms in moved)
-    named = "; ".join(f"{k[:48]} {sign * ms:+.3f} ms" for k, ms in moved)
-    print(
-        f"{head}, {'slower' if gap > 0 else 'faster'} beyond the spread. "
-        f"{'GPU kernel' if gpu else 'Self CPU'} time per step that "
-        f"{'grew' if gap > 0 else 'shrank'} most: {named}: "
-        f"{100 * covered / abs(gap):.0f} % of the gap; the rest, "
-        f"{sign * (abs(gap) - covered):+.3f} ms net, over the other parts and the time outside every part"
-    )
-
-
-def cpu_parts(name, steps=5):
-    """Print the largest self CPU times per step of one row's profile."""
-    parts = sorted(per_step(profs[name], steps).items(), key=lambda kv: -kv[1])
-    top = "; ".join(f"{k[:48]} {ms:.3f} ms" for k, ms in parts[:3])
-    print(
-        f"{name}: {times[name][2]:.0f} % busy; CPU time per profiled step "
-        f"{sum(ms for _, ms in parts):.3f} ms (unprofiled {times[name][0]:.3f} ms), "
-        f"most in: {top}"
-    )
-
-
-# %%
 # Running a rung
 # --------------
 #
+# Timings come from the site's measurement core (:ref:`measuring_recipe` explains it).
 # ``rung`` runs one rung of the ladder. It puts the weights, the learning rate and the
 # optimizer state back to their initial values *in place* (the same tensors, so whatever
 # an earlier rung compiled stays valid) and trains ``N_CHECK`` steps on the fixed
-# batches. The first step runs inside ``fresh_cache()``, Inductor's helper that points its
-# caches at a new empty folder, so it includes a **cold** compile of whatever the rung
-# adds; ``rung`` asserts that the FX graph cache missed and never hit, and that a graph
-# was compiled. The later steps must compile nothing, although the schedule changes the
-# learning rate at every one of them, nor while the step is timed. Then it scores the
-# losses and weights against float64 and times the step. For the CUDA-graph rungs it
+# batches. A compiled rung's first step runs in ``measure.cold_compile``, which points
+# Inductor's caches at a new empty folder and asserts that the FX graph cache missed and
+# never hit and that a graph was compiled: the step includes a **cold** compile.
+# ``cold_compile`` would also reset Dynamo, as a new process would; ``reset=False`` keeps
+# what the earlier rungs compiled, so the first step compiles what the rung adds. The later steps must
+# compile nothing, although the schedule changes the learning rate at every one of
+# them. Then ``rung`` scores the losses and weights against float64 and keeps the step,
+# to be timed with the others once the ladder is built. For the CUDA-graph rungs it
 # counts the CUDA graphs that Inductor recorded and those it declined to record.
 
-rows, times, profs = [], {}, {}
+rows, steps = [], {}
 
 
 def rung(label, step_fn, opt, compiled=True, cudagraphs=False):
-    global scheduler
     with torch.no_grad():
         model.load_state_dict(initial_state)
         lr.fill_(LR)
@@ -396,22 +249,18 @@ def rung(label, step_fn, opt, compiled=True, cudagraphs=False):
         scheduler.step()
         return loss
 
-    graphs0 = counters["stats"]["unique_graphs"]
-    hits0 = counters["inductor"]["fxgraph_cache_hit"]
-    misses0 = counters["inductor"]["fxgraph_cache_miss"]
     recorded0 = len(compilation_time_metrics.get("CUDAGraphNode.record", []))
     skipped0 = counters["inductor"]["cudagraph_skips"]
-    with torch._inductor.utils.fresh_cache():
-        start = time.perf_counter()
-        losses = [step(inputs[0], targets[0]).item()]
-        first_s = time.perf_counter() - start
-    graphs = counters["stats"]["unique_graphs"] - graphs0
-    if compiled:
-        assert counters["inductor"]["fxgraph_cache_hit"] == hits0, "not cold"
-        assert counters["inductor"]["fxgraph_cache_miss"] > misses0 and graphs > 0
+    if compiled:  # reset=False: keep what earlier rungs compiled
+        cold = measure.cold_compile(
+            step, inputs[0], targets[0], device=device, reset=False
+        )
+        first, losses = f"{cold.seconds:.1f}", [cold.result.item()]
     else:
-        assert graphs == 0
+        first, losses = "-", [step().item()]
+    graphs = counters["stats"]["unique_graphs"]
     losses += [step(inputs[i], targets[i]).item() for i in range(1, N_CHECK)]
+    assert counters["stats"]["unique_graphs"] == graphs, "recompiled"
 
     loss_err = (
         ((torch.tensor(losses, dtype=torch.float64) - ref_losses).abs() / ref_losses)
@@ -420,18 +269,17 @@ def rung(label, step_fn, opt, compiled=True, cudagraphs=False):
     )
     weights = torch.cat([p.detach().flatten() for p in model.parameters()]).double()
     weight_err = ((weights - ref_weights).norm() / ref_weights.norm()).item()
-    times[label], profs[label] = step_and_busy(step)
-    assert counters["stats"]["unique_graphs"] == graphs0 + graphs, "recompiled"
-    first = f"{first_s:.1f}" if compiled else "-"
+    steps[label] = step
     rows.append([label, first])
-    line = f"{label}: Dynamo graphs compiled {graphs}"
-    if cudagraphs:
-        recorded = len(compilation_time_metrics.get("CUDAGraphNode.record", []))
-        recorded -= recorded0
-        skipped = counters["inductor"]["cudagraph_skips"] - skipped0
-        line += f", CUDA graphs recorded {recorded}, not recorded {skipped}"
-        assert recorded > 0 and skipped == 0
-    print(line)
+    if compiled:
+        line = f"{label}: Dynamo graphs compiled {cold.graphs}"
+        if cudagraphs:
+            recorded = len(compilation_time_metrics.get("CUDAGraphNode.record", []))
+            recorded -= recorded0
+            skipped = counters["inductor"]["cudagraph_skips"] - skipped0
+            line += f", CUDA graphs recorded {recorded}, not recorded {skipped}"
+            assert recorded > 0 and skipped == 0
+        print(line)
     return loss_err, weight_err
 
 
@@ -467,18 +315,15 @@ errors["eager, bf16 autocast"] = rung(
 #
 # ``torch.compile(model)`` compiles the forward pass, and AOTAutograd derives and compiles
 # the matching backward; the autograd engine still runs that backward and accumulates
-# the gradients. Clipping, the fused optimizer and the schedule stay eager. We reset
-# Dynamo once here, so the ladder starts from nothing compiled in this process, and
-# compile a one-line function first, so that Inductor's one-time start-up in the process
-# (its imports, its pool of compile workers) is timed apart from the rungs' compiles.
+# the gradients. Clipping, the fused optimizer and the schedule stay eager. A one-line
+# function is compiled cold first, with Dynamo's reset this time, so that the ladder
+# starts from nothing compiled in this process and Inductor's one-time start-up in the
+# process (its imports, its pool of compile workers) is timed apart from the rungs'.
 
-torch._dynamo.reset()
-with torch._inductor.utils.fresh_cache():  # Inductor's one-time start-up, not a rung's
-    start = time.perf_counter()
-    torch.compile(torch.sin)(torch.zeros(8, device=device))
-print(
-    f"one-time Inductor start-up, with a tiny compile: {time.perf_counter() - start:.1f} s"
+tiny = measure.cold_compile(
+    torch.compile(torch.sin), torch.zeros(8, device=device), device=device
 )
+print(f"one-time Inductor start-up, with a tiny compile: {tiny.seconds:.1f} s")
 compiled_model = torch.compile(model)
 errors["compiled model"] = rung(
     "compiled model",
@@ -586,12 +431,20 @@ print(tabulate(rows_err, headers, tablefmt="github", disable_numparse=True))
 # Reading the ladder
 # ------------------
 #
-# One row per rung. "first step" is the cold compile of what the rung adds, plus one
-# step; a CUDA-graph rung records its graphs during the steps after it, which that
-# column leaves out. Below the table, ``attribute`` compares each rung with the one it
-# builds on, and on a GPU ``cpu_parts`` says where the CPU time of each CUDA-graph rung
-# goes.
+# With the ladder built, one ``measure.compare`` call times every rung's step in
+# interleaved windows, so a slow moment of the machine hits all rungs alike. Nothing is
+# reset from here on: the rungs take turns training the same weights, each with its own
+# optimizer state and schedule, and a step's work does not depend on the weights'
+# values. One row per rung. "first step" is the cold compile of what the rung adds, plus
+# one step; a CUDA-graph rung records its graphs during the steps after it, which that
+# column leaves out. Below the table, each rung is compared with the one it builds on,
+# and the rung with the lowest median with eager; on a GPU, the largest parts of each
+# CUDA-graph rung's step follow: kernel time by family, and what the CPU did while the
+# GPU waited.
 
+graphs = counters["stats"]["unique_graphs"]
+res = measure.compare(steps, device)
+assert counters["stats"]["unique_graphs"] == graphs, "a rung compiled again"
 refs = {
     "eager, bf16 autocast": "eager",
     "compiled model": "eager",
@@ -600,33 +453,33 @@ refs = {
     "whole step, CUDA graphs": "+ compiled optimizer",
     "whole step, CUDA graphs, bf16": "+ compiled optimizer, bf16",
 }
-headers = ["rung", "first step, cold (s)", "step (ms)", "spread (ms)"]
-for row in rows:
-    step_ms, spread, busy = times[row[0]]
-    row += [f"{step_ms:.3f}", f"{spread:.3f}"]
-    if busy is not None:
-        row += [f"{busy:.0f}", "GPU" if busy >= 85 else "CPU"]
-headers += ["busy %", "bound"] * (device == "cuda")
-print(f"{device_name}, torch {torch.__version__}; medians of back-to-back steps")
-print(tabulate(rows, headers, tablefmt="github", disable_numparse=True))
+rows = [[*row, *res.cells(row[0])] for row in rows]
+headers = ["rung", "first step, cold (s)", *res.headers()]
+print(f"{device_name}, torch {torch.__version__}; medians of interleaved windows")
+print(tabulate(rows, headers, "github", ["", "", *res.formats()]))
 for name, ref in refs.items():
-    if name in times:
-        attribute(name, ref)
-for name in [name for name in times if "CUDA graphs" in name]:
-    cpu_parts(name)
+    if name in res:
+        print(res.versus(name, ref))
+best = min(res, key=lambda name: res[name].ms)
+busy = res[best].busy
+bound = f", {busy:.0f} % busy: {res[best].bound}-bound" if busy is not None else ""
+print(f"lowest median step: {best}{bound}")
+if best != "eager":
+    print(res.versus(best, "eager"))
+for name in [name for name in res if "CUDA graphs" in name]:
+    parts = sorted(res[name].parts.items(), key=lambda kv: -kv[1])[:5]
+    print(f"{name}, largest parts: " + "; ".join(f"{k} {ms:.3f} ms" for k, ms in parts))
 
-fig, ax = plt.subplots(figsize=(7, 0.5 * len(times) + 1.5))
-steps = [step for step, _, _ in times.values()]
+fig, ax = plt.subplots(figsize=(7, 0.5 * len(res) + 1.5))
+step_ms = [row.ms for row in res.values()]
 if device == "cuda":
-    busy = [step * share / 100 for step, _, share in times.values()]
-    ax.barh(
-        list(times), busy, color="C0", label="GPU busy (share of the profiled loop)"
-    )
-    idle = [step - b for step, b in zip(steps, busy)]
-    ax.barh(list(times), idle, left=busy, color="0.75", label="GPU idle")
+    busy = [row.busy_ms for row in res.values()]
+    ax.barh(list(res), busy, color="C0", label="GPU busy (kernel time per step)")
+    waiting = [max(t - b, 0.0) for t, b in zip(step_ms, busy)]
+    ax.barh(list(res), waiting, left=busy, color="0.75", label="GPU waiting")
     ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
 else:
-    ax.barh(list(times), steps, color="C0")
+    ax.barh(list(res), step_ms, color="C0")
 ax.invert_yaxis()
 ax.set_xlabel("step time, ms (median)")
 ax.set_title(f"Training step, {device_name}")
@@ -644,11 +497,11 @@ plt.show()
 # graphs' own buffers. What stays on the CPU in a CUDA-graph step is what runs outside
 # the graphs: ``zero_grad`` and the scheduler, the guard checks and the CUDA-graph
 # runtime's bookkeeping around each graph, the engine's call of the backward, and the
-# Python between them; ``cpu_parts`` measures how much each takes. Which of these effects
-# wins on a row is what ``attribute`` prints, from that row's profile and its
-# reference's. The balance depends on the machine: the same GPU behind
-# a slower host CPU idles longer, and a bigger model or batch shifts the work to the
-# GPU.
+# Python between them; the ``waiting:`` parts of a CUDA-graph rung say how long the GPU
+# waited while the CPU did each. Which of these effects wins on a row is what its
+# comparison line prints, from the parts that moved. The balance depends on the machine:
+# the same GPU behind a slower host CPU idles longer, and a bigger model or batch shifts
+# the work to the GPU.
 #
 # Conclusion
 # ----------
@@ -659,9 +512,9 @@ plt.show()
 # ``mode="reduce-overhead"``, which replays every graph of it, the backward included, as
 # CUDA graphs. Every rung trained from the same weights, stayed within a small multiple
 # of eager's distance from a float64 run in its precision, and compiled nothing after
-# its first step. The busy share from ``torch.profiler`` says which changes can help: less
-# GPU work pays while the GPU is busy most of the step, less CPU work while it idles; and
-# the diff of two rungs' profiles says what moved between them.
+# its first step. The busy share says which changes can help: less GPU work pays while
+# the GPU is busy most of the step, less CPU work while it idles; and the parts of two
+# rungs' steps say what moved between them.
 #
 # Further reading
 # ---------------
