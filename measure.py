@@ -428,8 +428,9 @@ def cold_compile(fn, *args, device="cpu", reset=True, **kwargs):
     from torch._dynamo.utils import compilation_time_metrics, counters
     from torch._inductor.utils import fresh_cache
 
-    if reset:
+    if reset:  # as a new process: nothing compiled, every counter at zero
         torch._dynamo.reset()
+        counters.clear()
     keys = ("fxgraph_cache_miss", "fxgraph_cache_bypass", "fxgraph_cache_hit")
     before = [counters["inductor"][k] for k in keys] + [
         counters["stats"]["unique_graphs"]
