@@ -238,9 +238,11 @@ class Results(dict):
         r, r0 = self[name], self[ref]
         gap = r.ms - r0.ms
         mid, lo, hi, conf = self.ratio(name, ref)
+        # three decimals where two would round a bound onto 1.00
+        lo_, hi_ = (f"{x:.{2 + (0 < abs(x - 1) < 0.005)}f}" for x in (lo, hi))
         head = (
             f"{label}{name} vs {ref}: {r.ms:.3f} vs {r0.ms:.3f} ms ({gap:+.3f} ms; "
-            f"{mid:.2f}x, {100 * conf:.0f} % interval {lo:.2f}-{hi:.2f}x)"
+            f"{mid:.2f}x, {100 * conf:.0f} % interval {lo_}-{hi_}x)"
         )
         if lo <= 1 <= hi:
             return f"{head}: a tie, the interval holds 1.00x"

@@ -16,8 +16,8 @@ Compiled autograd: capturing the whole backward pass
        * How to turn compiled autograd on with ``torch._dynamo.config.compiled_autograd``,
          and why the older ``compiled_autograd.enable`` no longer works
        * How to read its logs: what the captured graph contains and why it recaptures
-       * How to measure, with ``torch.profiler``, whether a training step is bound by the
-         CPU or the GPU, and what compiled autograd adds to and removes from each
+       * How to measure what compiled autograd adds to and removes from a training step,
+         and whether the CPU or the GPU sets the step's pace
        * How compiled autograd combines with CUDA graphs (``mode="reduce-overhead"``)
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
@@ -59,29 +59,25 @@ Compiled autograd: capturing the whole backward pass
 # -----
 
 import contextlib
-import functools
 import logging
 import re
-import statistics
-import time
 import warnings
 from collections import Counter
 
 import matplotlib.pyplot as plt
 import torch
-import torch._inductor.utils
 import torch.nn as nn
 import torch.nn.functional as F
-import torch.utils.benchmark as benchmark
 from tabulate import tabulate
 from torch._dynamo.utils import compilation_time_metrics, counters
-from torch.profiler import ProfilerActivity, profile, schedule
+
+import measure
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cuda":
     device_name = torch.cuda.get_device_name()
     # PyTorch's default float32 matmuls; Inductor's hint to enable TF32 is about speed only.
-    warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
+    warnings.filterwarnings("ignore", message=".*TensorFloat32")
     batch, width, blocks = 64, 1024, 4  # blocks per stage
     CLIP = 5e-4  # the hooks' clamp: the larger model has smaller gradients
 else:
@@ -97,136 +93,8 @@ logging.getLogger("torch._dynamo.utils").addFilter(
 )
 
 # %%
-# Measurement helpers
-# -------------------
-#
-# ``step_and_busy`` times ``steps`` back-to-back calls of a step, five times over, and
-# returns the median time per step in milliseconds and the **spread**, the interquartile
-# range of those five timings. On a GPU the step time comes from CUDA events around the
-# loop, so it includes any time the GPU sits idle waiting for work; on a CPU,
-# ``torch.utils.benchmark`` times the loop with every thread. The caches stay warm from
-# one call to the next, as in training. Then ``torch.profiler`` records the CPU's
-# operators and ranges (and, on a GPU, the kernels) over the same loop, after one warm-up
-# step that it discards. On a GPU the helper adds up the time during which at least one
-# kernel ran (overlapping kernels count once) and divides it by the wall time of that
-# profiled loop: the **busy share**. At 85 % or more the step is **bound by the GPU**, and only less GPU
-# work makes it faster. Below, the GPU waits for the CPU to queue the next kernel; the
-# step is **bound by the CPU** (Python, the autograd engine, guard checks, kernel
-# launches), and only less CPU work helps. The profiler's own CPU cost lowers the share a
-# little on a CPU-bound step; the step column comes from the loop without it.
-
-
-def step_and_busy(step, steps=10):
-    """(median ms, spread ms, busy % or None on a CPU), and the profile of ``steps``."""
-    timer = benchmark.Timer(
-        "step()", globals={"step": step}, num_threads=torch.get_num_threads()
-    )
-    windows = []
-    for _ in range(5):  # five windows of back-to-back steps, no profiler
-        if device == "cpu":
-            windows.append(timer.timeit(steps).mean * 1e3)
-            continue
-        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-        start.record()
-        for _ in range(steps):
-            step()
-        end.record()
-        end.synchronize()
-        windows.append(start.elapsed_time(end) / steps)
-    q1, median, q3 = statistics.quantiles(windows, n=4)
-    activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
-    warm_then_record = schedule(wait=0, warmup=1, active=steps)
-    with profile(activities=activities, schedule=warm_then_record) as prof:
-        for i in range(steps + 1):  # step 0 is the profiler's warm-up, not recorded
-            step()
-            if i == 0 and device == "cuda":  # step 0's kernels end before recording
-                torch.cuda.synchronize()
-            if i == 0:
-                start = time.perf_counter()
-            if i < steps:
-                prof.step()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        wall_us = (time.perf_counter() - start) * 1e6
-    if device == "cpu":
-        return (median, q3 - q1, None), prof
-    spans = sorted(
-        (e.time_range.start, e.time_range.end)
-        for e in prof.events()
-        if e.device_type == torch.autograd.DeviceType.CUDA and not e.is_user_annotation
-    )
-    busy, reach = 0.0, float("-inf")
-    for s, e in spans:  # the union of the kernels' intervals, in microseconds
-        if e > reach:
-            busy += e - max(s, reach)
-            reach = e
-    return (median, q3 - q1, 100 * busy / wall_us), prof
-
-
-# %%
-# ``attribute`` is the page's one reading of a comparison. Two variants differ only
-# beyond both rows' spread; then the helper diffs their profiles, per operator and range,
-# and names the parts whose time per step moved most in the direction of the gap: kernel
-# time when the GPU's busy time moved by at least half the gap (cuBLAS's matmul kernels
-# as one part), self CPU time otherwise (the time spent inside an operator or range
-# itself, not in the ones it calls: ``autograd::engine::evaluate_function: ...``
-# for each node the engine runs, ``CompiledFunctionBackward``, ``TorchDynamo Cache
-# Lookup``, ``Torch-Compiled Region``, ``cudaLaunchKernel``, ``aten::*``...). The profiler
-# wraps each step in a ``ProfilerStep#`` range; their self time, summed as
-# ``ProfilerStep*``, is the step's time outside every other range: Python, and C++ work
-# that records no range of its own.
-# The parts named can add up to more than the gap, the rest then netting negative: self
-# CPU time is not all on a step's critical path. A CPU that runs ahead of its GPU waits
-# for it (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``) or works while kernels
-# run, so where a row keeps its GPU busy, its CPU time moves by more than its step does.
-
-
-def per_step(prof, steps, gpu=False):
-    """Self time per step (ms) of each operator and range in a profile."""
-    parts = {}
-    for e in prof.key_averages():
-        if gpu and (
-            e.device_type == torch.autograd.DeviceType.CPU or e.is_user_annotation
-        ):
-            continue  # a kernel's time counts once: on the kernel, not its CPU caller
-        us = e.self_device_time_total if gpu else e.self_cpu_time_total
-        key = "ProfilerStep*" if e.key.startswith("ProfilerStep#") else e.key
-        key = "matmul kernels (all)" if gpu and GEMM.search(key) else key
-        parts[key] = parts.get(key, 0.0) + us / 1e3 / steps
-    return parts
-
-
-# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
-# may run the same products in kernels of different names.
-GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
-
-
-def attribute(name, ref, steps=10):
-    """Print whether `name` differs from `ref` beyond both spreads and, if so, what moved."""
-    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
-    gap = t - t0
-    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
-    if abs(gap) <= max(spread, spread0):
-        print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
-        return
-    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
-    new, old = per_step(profs[name], steps, gpu), per_step(profs[ref], steps, gpu)
-    sign = 1 if gap > 0 else -1
-    parts = {
-        k: sign * (new.get(k, 0.0) - old.get(k, 0.0)) for k in new.keys() | old.keys()
-    }
-    moved = [
-        (k, ms) for k, ms in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if ms > 0
-    ]
-    covered = sum(ms for _, ms in moved)
-    named = "; ".join(f"{k[:48]} {sign * ms:+.3f} ms" for k, ms in moved)
-    print(
-        f"{head}, {'slower' if gap > 0 else 'faster'} beyond the spread. "
-        f"{'GPU kernel' if gpu else 'Self CPU'} time per step that "
-        f"{'grew' if gap > 0 else 'shrank'} most: {named}: "
-        f"{100 * covered / abs(gap):.0f} % of the gap; the rest, "
-        f"{sign * (abs(gap) - covered):+.3f} ms net, over the other parts and the time outside every part"
-    )
+# Compiled autograd and Inductor report through Python's ``logging``; ``kept_log``
+# collects what a few named logs say, so the page can print the lines that matter.
 
 
 @contextlib.contextmanager
@@ -430,15 +298,17 @@ assert same == 0 and new_batch >= 1
 #   ``torch.compiler.cudagraph_mark_step_begin()`` first, telling the runtime that the
 #   previous step's outputs may be overwritten.
 #
-# Each variant's first call is its compile. We make it **cold**: ``torch._dynamo.reset()``
-# and Inductor's ``fresh_cache()`` (a new, empty on-disk cache), and the page asserts that
-# Inductor's FX graph cache had misses and no hits during it. Inductor's one-time
-# start-up in the process (its imports, its pool of compile workers) is timed first, on
-# its own. We also record how many backward graphs run per step: AOTAutograd's
-# ``CompiledFunctionBackward`` nodes left in the autograd graph for
-# ``torch.compile(model)``, compiled autograd's captures for the others, and, with CUDA
-# graphs, how many graphs were recorded and why any was not (Inductor's log of each graph
-# it declines). Warm timings are taken in the same block and are labelled warm.
+# Each variant's first call is its compile, and ``measure.cold_compile`` makes it
+# **cold**: it points Inductor at a new, empty on-disk cache (keeping what the variants
+# before it compiled, with ``reset=False``), and asserts
+# that Inductor's FX graph cache missed, never hit, and that a graph was compiled.
+# Inductor's one-time start-up in the process (its imports, its pool of compile workers)
+# is timed first, on a one-line function. We also record how many backward graphs run
+# per step: AOTAutograd's ``CompiledFunctionBackward`` nodes left in the autograd graph
+# for ``torch.compile(model)``, compiled autograd's captures for the others, and, with
+# CUDA graphs, how many graphs were recorded and why any was not (Inductor's log of each
+# graph it declines). ``settle`` then calls the step until three calls in a row compile
+# nothing; the timings later are warm.
 
 
 def autograd_nodes(loss):
@@ -463,6 +333,19 @@ def compile_counts():
     )
 
 
+def settle(step):
+    """Call ``step`` until three calls in a row compile nothing; return the calls made.
+    Three, because a CUDA-graph tree records a graph on its second call."""
+    calls, before = 0, None
+    while compile_counts() != before:
+        assert calls < 12, "the step kept compiling"
+        before = compile_counts()
+        for _ in range(3):
+            step()
+        calls += 3
+    return calls
+
+
 def compile_model(mode=None):
     compiled = torch.compile(model, mode=mode)  # wrapped once, reused by every step
     return lambda _, *args: train_step(compiled, *args)
@@ -484,8 +367,8 @@ else:
 
 # %%
 # Correctness is checked against a float64 copy of the model run eagerly: each variant's
-# largest gradient error relative to it, next to eager float32's. The fullgraph override is
-# read at every backward, so it stays patched while the steps run.
+# largest gradient error relative to it, next to eager float32's. The fullgraph override
+# is read at every backward, so it is set for the rest of the script, not around one call.
 
 model64 = ThreeStageNet().to(device, torch.float64)
 model64.load_state_dict(model.state_dict())
@@ -496,115 +379,110 @@ grads64 = torch.cat([p.grad.flatten() for p in model64.parameters()])
 clipped = (grads64.abs() == CLIP).double().mean().item()
 print(f"the hooks clipped {clipped:.1%} of the gradient elements (float64 run)")
 assert 0.01 < clipped < 1
+torch._dynamo.config.compiled_autograd_kwargs_override = {"fullgraph": True}
 
 # Inductor logs each graph it declines to record; the log moved between releases
 # ("perf_hints" in PyTorch 2.9, "cudagraphs" later), so both are collected.
 CUDAGRAPH_LOGS = [
     f"torch._inductor.cudagraph_utils.__{a}" for a in ("perf_hints", "cudagraphs")
 ]
-with (
-    torch._inductor.utils.fresh_cache()
-):  # Inductor's one-time start-up, not a variant's
-    start = time.perf_counter()
-    torch.compile(torch.sin)(torch.zeros(8, device=device))
-print(
-    f"one-time Inductor start-up, with a tiny compile: {time.perf_counter() - start:.1f} s"
-)
-results, times, profs, notes = {}, {}, {}, {}
+zeros = torch.zeros(8, device=device)
+boot = measure.cold_compile(torch.compile(torch.sin), zeros, device=device)
+print(f"one-time Inductor start-up, with a tiny compile: {boot.seconds:.1f} s")
+steps, table, colds, notes = {}, [], {}, {}
 for label, make_step in variants.items():
-    torch._dynamo.reset()  # also empties its record of the CUDA graphs recorded
     counters.clear()
-    cudagraphs = "CUDA graphs" in label
-    with (
-        torch._inductor.utils.fresh_cache(),
-        torch._dynamo.config.patch(
-            compiled_autograd_kwargs_override={"fullgraph": True}
-        ),
-        kept_log(*CUDAGRAPH_LOGS) as declined,
-    ):
-        start = time.perf_counter()
-        step = make_step()
-        loss = run(step, model, x, target)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        first_s = time.perf_counter() - start
-        grads = torch.cat([p.grad.flatten() for p in model.parameters()])
-        error = ((grads.double() - grads64).abs().max() / grads64.abs().max()).item()
-        misses, hits, captures, _ = cold = compile_counts()
-        warm_step = functools.partial(run, step, model, x, target, cudagraphs)
-        settled, warm_calls = None, 0  # warm up until three calls compile nothing
-        while compile_counts() != settled and warm_calls < 12:
-            settled = compile_counts()
-            for _ in range(3):  # a CUDA-graph tree records on the second call
-                warm_step()
-            warm_calls += 3
-        times[label], profs[label] = step_and_busy(warm_step)
-        assert compile_counts() == settled, f"{label} compiled again while it was timed"
+    step = make_step()
+    steps[label] = lambda s=step, cg=CG in label: run(s, model, x, target, cg)
+    with kept_log(*CUDAGRAPH_LOGS) as declined:
+        if label == "eager":
+            loss = steps[label]()
+        else:
+            # reset=False: the variants before it stay compiled, for the timing below
+            colds[label] = measure.cold_compile(
+                steps[label], device=device, reset=False
+            )
+            loss = colds[label].result
+        grads = torch.cat([p.grad.flatten() for p in model.parameters()]).double()
+        error = ((grads - grads64).abs().max() / grads64.abs().max()).item()
+        misses, _, captures, _ = compile_counts()
+        warm_calls = settle(steps[label])
     nodes = autograd_nodes(loss)
     graphs = captures or nodes["CompiledFunctionBackward"]
-    results[label] = (first_s, hits, misses, graphs, error)
+    cold = colds.get(label)
+    table.append([label, cold and cold.seconds, cold and cold.compiling, misses])
+    table[-1] += [graphs, error]
     who = "compiled autograd walks" if captures else "the engine runs one by one"
     notes[label] = (
         f"{graphs} compiled backward graph{'s' * (graphs != 1)}, in an autograd graph "
         f"of {sum(nodes.values())} nodes (and the root) that {who}, and {n_params} hooks"
     )
-    if cudagraphs:
+    if CG in label:
         recorded = len(compilation_time_metrics.get("CUDAGraphNode.record", []))
         skipped = counters["inductor"]["cudagraph_skips"]
         notes[label] += f"; CUDA graphs recorded {recorded}, declined {skipped}"
-        notes[label] += f"; warm-up calls until one compiled nothing: {warm_calls}"
+        notes[label] += f"; warm-up calls until three compiled nothing: {warm_calls}"
         notes[label] += "".join(f"\n    declined: {line[:150]}" for line in declined)
         assert recorded + skipped > 0, "reduce-overhead did nothing"
+
+# %%
+# Timing the variants
+# -------------------
+#
+# Timings come from the site's measurement core (:ref:`measuring_recipe` explains it).
+# ``measure.compare`` times all variants together, in interleaved windows, and then
+# profiles a few steps of each.
+
+res = measure.compare(steps, device)
 
 # %%
 # Reading the results
 # -------------------
 #
 # One row per variant; below the table, a line for each variant says what it runs per
-# step, and ``attribute`` compares each compiled variant with the one it builds on.
+# step, and a comparison line pits each compiled variant against the one it builds on.
 
-eager_error = results["eager"][4]
+eager_error = table[0][-1]
 print(f"{device_name}, torch {torch.__version__}; errors relative to float64")
-headers = ["variant", "first call, cold (s)", "FX cache hit/miss", "backward graphs"]
-headers += ["grad error", "warm step (ms)", "spread (ms)"]
-headers += ["busy %", "bound"] * (device == "cuda")
-rows = []
-for name, (first, hits, misses, graphs, error) in results.items():
-    step_ms, spread, busy = times[name]
-    rows.append([name, f"{first:.1f}", f"{hits}/{misses}", graphs, f"{error:.1e}"])
-    rows[-1] += [f"{step_ms:.3f}", f"{spread:.3f}"]
-    if busy is not None:
-        rows[-1] += [f"{busy:.0f}", "GPU" if busy >= 85 else "CPU"]
-print(tabulate(rows, headers, tablefmt="github", disable_numparse=True))
+headers = ["variant", "first call, cold (s)", "of which compiling (s)"]
+headers += ["FX graphs compiled", "backward graphs", "grad error", *res.headers()]
+rows = [row + res.cells(row[0]) for row in table]
+fmts = ["", ".1f", ".1f", "", "", ".1e", *res.formats()]
+print(tabulate(rows, headers, "github", fmts, missingval="-"))
 for name, note in notes.items():
     print(f"{name}: per step, {note}")
 pairs = [(TM, "eager"), (CA, TM), (TM + CG, TM), (CA + CG, CA), (CA + CG, TM + CG)]
 for name, ref in pairs:
-    if name in times:
-        attribute(name, ref)
-for name, (_, hits, misses, _, error) in results.items():
+    if name in res:
+        print(res.versus(name, ref))
+if device == "cuda":  # what sets each row's pace, from its busy share
+    for side in ("GPU", "CPU"):
+        names = [n for n in res if res[n].bound == side]
+        print(f"bound by the {side}: {', '.join(names) or 'none'}")
+ratio = colds[CA].seconds / colds[TM].seconds
+print(f"cold first call of {CA}: {ratio:.2f}x that of {TM} (one cold call each)")
+for name, *_, error in table:
     assert error <= 4 * eager_error + 1e-5, f"{name}: gradients differ"
-    if name != "eager":
-        assert misses > 0 and hits == 0, f"{name}: the first call was not cold"
-assert results["torch.compile(model)"][3] == 3  # one backward graph per forward graph
-assert results["torch.compile + compiled autograd"][3] == 1  # one capture, fullgraph
+assert table[1][4] == 3  # torch.compile(model): one backward graph per forward graph
+assert table[2][4] == 1  # compiled autograd: one capture, fullgraph
 print(f"autograd nodes that compiled autograd walks per backward: {len(node_calls)}")
 
-fig, ax = plt.subplots(figsize=(7, 0.5 * len(times) + 1.5))
-steps = [step for step, _, _ in times.values()]
-if device == "cuda":
-    busy = [step * share / 100 for step, _, share in times.values()]
-    ax.barh(
-        list(times), busy, color="C0", label="GPU busy (share of the profiled loop)"
-    )
-    idle = [step - b for step, b in zip(steps, busy)]
-    ax.barh(list(times), idle, left=busy, color="0.75", label="GPU idle")
-    ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
-else:
-    ax.barh(list(times), steps, color="C0")
+totals = Counter()
+for row in res.values():
+    totals.update({part: abs(ms) for part, ms in row.parts.items()})
+shown = [part for part, _ in totals.most_common(6)]
+fig, ax = plt.subplots(figsize=(7, 0.5 * len(res) + 2.5))
+left = [0.0] * len(res)
+for i, part in enumerate(shown):
+    widths = [row.parts.get(part, 0.0) for row in res.values()]
+    ax.barh(list(res), widths, left=left, color=f"C{i}", label=part)
+    left = [a + w for a, w in zip(left, widths)]
+rest = [row.ms - a for row, a in zip(res.values(), left)]
+ax.barh(list(res), rest, left=left, color="0.8", label="smaller parts")
+ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
 ax.invert_yaxis()
-ax.set_xlabel("warm step time, ms (median)")
-ax.set_title(f"Warm training step, {device_name}")
+ax.set_xlabel("warm step time, ms (median), split into the core's parts")
+ax.set_title(f"Where a warm training step goes, {device_name}")
 fig.tight_layout()
 plt.show()
 
@@ -621,7 +499,11 @@ plt.show()
 #   gradient computation.
 # * **Cold first call.** The compiled variants compile different graphs: three forward
 #   and three backward graphs, or three forward graphs and one large backward graph (the
-#   FX cache misses count them), plus, for compiled autograd, the capture itself.
+#   FX cache misses count them), plus, for compiled autograd, the capture itself. "Of
+#   which compiling" is the time Dynamo's timer gives to compiling frames (tracing, then
+#   AOTAutograd and Inductor on the result). Work compiled outside a frame's compile, such
+#   as a backward graph that AOTAutograd compiles when the engine first runs it, falls in
+#   the rest of the first call, with the step itself.
 # * **Busy share and bound** (on a GPU). Where the GPU is busy most of the step, the
 #   kernels set the pace; where the share is low, the GPU waits for the CPU, and the CPU
 #   time per step sets it. On the CPU side, ``torch.compile(model)`` enters each of its
@@ -630,12 +512,15 @@ plt.show()
 #   node, on top of the ``swish`` nodes, the hooks and the ``AccumulateGrad`` nodes that it
 #   runs as in eager. Compiled autograd replaces those with one compiled graph, and adds
 #   its walk over the autograd nodes to build the cache key, and the guards of that graph.
-#   The walk runs in C++ with no profiler range of its own: its time is counted in
-#   ``ProfilerStep*``, together with the step's Python.
-# * **The lines under the table.** For each pair, ``attribute`` says whether the two
-#   steps differ beyond the spread of their timings and, if they do, which operators and
-#   ranges moved most, in milliseconds per step, and how much of the difference they
-#   cover.
+#   The walk runs in C++ and records no profiler range of its own, so its time falls in
+#   the part the core calls "Python and other host work" (on a GPU, in the waiting part
+#   of that name while the GPU waits for it).
+# * **The lines under the table.** Each comparison line gives both medians, the gap and
+#   the ratio of paired windows with its interval. An interval that holds 1.00x is a tie;
+#   otherwise the line names the parts of the step that moved most (on a GPU, kernel
+#   families and what the launching thread did while the GPU waited; on a CPU, the main
+#   thread's time by family) and the share of the gap they cover. The figure splits each
+#   warm step into the same parts.
 #
 # Compiled autograd is built for a backward that the engine would otherwise run as many
 # small, separate pieces: the more graph breaks, hooks and eager nodes, the more one graph
@@ -675,8 +560,8 @@ plt.show()
 # ``compiled_autograd_verbose`` log says what it captured and why it captured again. One
 # backward graph is also what ``mode="reduce-overhead"`` can record as one CUDA graph.
 # Every backward call still walks the autograd graph to find the captured graph. Whether
-# the trade pays is a measurement: the step time with its spread, the GPU's busy share,
-# and the diff of two profiles that names what moved.
+# the trade pays is a measurement: the paired ratio of two variants' step times, the
+# GPU's busy share, and the parts of the step that moved between them.
 #
 # Further reading
 # ---------------
