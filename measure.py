@@ -20,13 +20,18 @@ downloaded script and notebook, so a download runs with no other file beside it.
 
 import bisect
 import math
+import os
 import re
 import statistics
 import time
 import warnings
 from dataclasses import dataclass, field
 
-import torch
+# The profiler's library logs each start and stop; it reads this when torch loads, which
+# in a download is here, before the page's own imports.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, record_function
 
 # Rows whose numbers physics rules out; the build fails on any (a bug in the method).

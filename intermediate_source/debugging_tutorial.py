@@ -18,8 +18,8 @@ Debugging torch.compile end to end: graph breaks, recompiles, wrong results
          logs, and what "recompile limit reached" means
        * How to record a ``TORCH_TRACE`` of a run and turn it into a ``tlparse`` report
        * How to locate a numerical difference by switching backends, checked against float64
-       * Why a compiled step can be no faster: how busy ``torch.profiler`` finds the GPU,
-         which operators' self CPU time grew, and a trace to open in Perfetto
+       * Why a compiled step can be no faster: how busy the GPU is, which parts of the
+         step moved between two versions, and a profiler trace to open in Perfetto
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
@@ -61,16 +61,10 @@ import logging
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import warnings
 from pathlib import Path
-
-# A note from torch.profiler about reusing a profiler: each one here runs one cycle.
-warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
 
 # torch.profiler's tracing library (Kineto) logs each start and stop, and on a machine
 # without a GPU an error line; level 6 keeps it quiet (set before importing torch).
@@ -79,10 +73,11 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torch.utils.benchmark as benchmark
 from tabulate import tabulate
 from torch._dynamo.utils import counters
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler import profile, record_function
+
+import measure
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cuda":
@@ -95,91 +90,9 @@ else:
 print(f"torch {torch.__version__} on {device} ({device_name})")
 
 # %%
-# Helpers. ``time_and_profile`` times a training step with ``torch.utils.benchmark`` on
-# all threads: five windows of ``steps`` back-to-back steps, without the profiler (it slows
-# the CPU); on a GPU the timer synchronizes at both ends of a window. Back to back, the
-# caches stay warm from step to step, as in training. It returns the median time per step
-# and the spread of the windows (interquartile range). Then ``torch.profiler`` records the
-# step (CPU activity, plus the GPU's kernels on a GPU) with a *schedule*: one warm-up step
-# that starts the profiler's machinery and is dropped, then ``profiled`` steps kept. On a
-# GPU the **busy share** is the time during which at least one kernel ran (overlaps counted
-# once) over the wall time of those profiled steps. ``attribute`` compares two rows: within
-# the spread it says so; beyond it, it diffs the two profiles' *self CPU time* per step of
-# every operator and range (kernel time where the GPU's busy time grew by at least half
-# the gap, cuBLAS's matmul kernels as one part) and prints what grew most, and how much
-# of the gap that covers.
-# The parts named can add up to more than the gap, the rest then netting negative: self
-# CPU time is not all on a step's critical path. A CPU that runs ahead of its GPU waits
-# for it (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``) or works while kernels
-# run, so where a row keeps its GPU busy, its CPU time moves by more than its step does.
-# ``captured_logs`` turns log artifacts on in-process (the switches of ``TORCH_LOGS``)
-# and collects what they print; ``show`` prints the lines
-# we ask for, without the log prefix and the directories of file names.
-
-activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
-sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-
-
-def time_and_profile(step, steps=20, profiled=3):
-    """((median step ms, spread ms, GPU busy % or None), profile of `profiled` steps)."""
-    timer = benchmark.Timer(
-        "step()", globals={"step": step}, num_threads=torch.get_num_threads()
-    )
-    windows = [timer.timeit(steps).mean * 1e3 for _ in range(5)]  # no profiler
-    q1, median, q3 = statistics.quantiles(windows, n=4)
-    plan = torch.profiler.schedule(wait=0, warmup=1, active=profiled, repeat=1)
-    marks = []
-    with profile(activities=activities, schedule=plan) as prof:
-        for i in range(1 + profiled):
-            with record_function("training step"):
-                step()
-            if i in (0, profiled):  # the profiled steps' own wall time
-                sync()
-                marks.append(time.perf_counter() * 1e6)  # us, as the profiler counts
-            prof.step()
-    busy, reach = 0.0, float("-inf")
-    gpu = [e for e in prof.events() if e.device_type.name == "CUDA"]
-    kernels = [e.time_range for e in gpu if not e.is_user_annotation]  # not our range
-    for s, e in sorted((k.start, k.end) for k in kernels):  # their union, in us
-        if e > reach:
-            busy += e - max(s, reach)
-            reach = e
-    share = 100 * busy / (marks[1] - marks[0]) if device == "cuda" else None
-    return (median, q3 - q1, share), prof
-
-
-# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
-# may run the same products in kernels of different names.
-GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
-
-
-def attribute(name, ref, steps=3):
-    """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
-    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
-    gap = t - t0
-    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
-    if gap <= max(spread, spread0):
-        print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
-        return
-    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
-    parts = {}
-    for sign, prof in ((1, profs[name]), (-1, profs[ref])):
-        for e in prof.key_averages():
-            if gpu and (e.device_type.name != "CUDA" or e.is_user_annotation):
-                continue  # kernels only: an operator's self GPU time counts them again
-            us = e.self_device_time_total if gpu else e.self_cpu_time_total
-            key = "matmul kernels (all)" if gpu and GEMM.search(e.key) else e.key
-            parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
-    grew = [
-        (k, ms) for k, ms in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if ms > 0
-    ]
-    covered = sum(ms for _, ms in grew)
-    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
-    print(
-        f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
-        f" step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
-        f"the rest, {gap - covered:+.3f} ms net, over the other parts and the time outside every part"
-    )
+# Helpers. ``captured_logs`` turns log artifacts on in-process (the switches of
+# ``TORCH_LOGS``) and collects what they print; ``show`` prints the lines we ask for,
+# without the log prefix and the directories of file names.
 
 
 @contextlib.contextmanager
@@ -444,8 +357,7 @@ train(fixed, compiled_fixed, dynamic_seq=True)
 breaks = sum(counters["graph_break"].values())
 graphs = counters["stats"]["unique_graphs"]
 rows = [["as written", breaks_before, graphs_before], ["fixed", breaks, graphs]]
-headers = ["model", "graph breaks", "graphs in 12 steps"]
-print(tabulate(rows, headers=headers, tablefmt="github"))
+print(tabulate(rows, ["model", "graph breaks", "graphs in 12 steps"], "github"))
 assert graphs_first == 1 and graphs == graphs_first and breaks == 0
 
 # %%
@@ -495,141 +407,138 @@ torch._logging.structured.DUMPED_FILES.clear()
 # so it is measured in the state a training run leaves it in. For the model as written we
 # lower ``recompile_limit`` to 2: the default of 8 reaches the same steady state (the
 # function with the dropout falls back to eager code for new rates) with more compiling.
-# The trace records exactly one run: the model as written, compiled (its twelve steps and
-# its timing).
+# The timing runs under the same limit, so nothing compiles while it runs. The trace
+# records exactly one run: the model as written, compiled, through its twelve steps
+# and one more.
+#
+# Timings come from the site's measurement core (:ref:`measuring_recipe` explains it).
+# ``measure.compare`` times the four steps together, in interleaved windows, without the
+# profiler; then it profiles a few steps of each to split the step into parts. Dynamo's
+# caches belong to a function's code, so the two compiled models keep their graphs side
+# by side. The fixed model gets its own copy of the batch, marked dynamic as in its
+# training loop: a mark on the shared batch would change what the other model's guards
+# see.
 
 x_long, y_long = make_batch(seq_lens.index(max(seq_lens)))
-times, profs, rows = {}, {}, []
+x_dyn = x_long.clone()
+torch._dynamo.mark_dynamic(x_dyn, 1)
 
 
-def measure(label, net, run):
-    def step():
-        net.zero_grad(set_to_none=True)
-        F.cross_entropy(run(x_long), y_long).backward()
+def step_of(net, run, x):
+    """One training step of net, its forward pass run by run (eager or compiled)."""
+    return lambda: (net.zero_grad(), F.cross_entropy(run(x), y_long).backward())
 
-    times[label], profs[label] = time_and_profile(step)
-    breaks = sum(counters["graph_break"].values())
-    row = [breaks, counters["stats"]["unique_graphs"]] if run is not net else ["-"] * 2
-    rows.append([label, *row, *(f"{t:.3f}" for t in times[label][:2])])
+
+def counted(step):
+    """Graph breaks and graphs so far, after one more step in the timed state."""
+    step()
+    return [sum(counters["graph_break"].values()), counters["stats"]["unique_graphs"]]
 
 
 torch._dynamo.reset()
 counters.clear()
-measure("eager, as written", model, model)
+steps = {"eager, as written": step_of(model, model, x_long)}
 trace_log.addHandler(trace_handler)  # the trace holds this run, and only this run
 with captured_logs() as log, torch._dynamo.config.patch(recompile_limit=2):
     compiled_model = torch.compile(model)
     train(model, compiled_model)
-    measure("compiled, as written", model, compiled_model)
-trace_log.removeHandler(trace_handler)
+    steps["compiled, as written"] = step_of(model, compiled_model, x_long)
+    counts = {"compiled, as written": counted(steps["compiled, as written"])}
+    trace_log.removeHandler(trace_handler)
+    counters.clear()
+    compiled_fixed = torch.compile(fixed, fullgraph=True)
+    train(fixed, compiled_fixed, dynamic_seq=True)
+    steps["eager, fixed"] = step_of(fixed, fixed, x_long)
+    steps["compiled, fixed"] = step_of(fixed, compiled_fixed, x_dyn)
+    counts["compiled, fixed"] = counted(steps["compiled, fixed"])
+    results = measure.compare(steps, device)
+    with profile() as prof:  # three steps for the trace below; CPU and GPU if any
+        for _ in range(3):
+            with record_function("training step"):
+                steps["compiled, as written"]()
 trace_handler.close()
 show(log, r"hit config.recompile_limit|last reason")
-measure("eager, fixed", fixed, fixed)
-torch._dynamo.reset()
-counters.clear()
-compiled_fixed = torch.compile(fixed, fullgraph=True)
-train(fixed, compiled_fixed, dynamic_seq=True)
-torch._dynamo.mark_dynamic(x_long, 1)
-measure("compiled, fixed", fixed, compiled_fixed)
-assert rows[-1][1] == 0
+assert counts["compiled, fixed"][0] == 0
 
 # %%
-# How to read the table. "graphs compiled" counts the forward graphs Dynamo produced during
-# the twelve warm-up steps and the timing (Inductor compiles a backward for each). "graph
-# breaks" counts a break each time Dynamo traces through it, so a frame compiled again
-# counts its breaks again (``explain`` above counted the places that break). The spread
-# is the interquartile range of the timing windows.
+# How to read the table. "graphs compiled" counts the forward graphs Dynamo produced
+# during the twelve training steps and one more step (Inductor compiles a backward for
+# each); ``measure.compare`` asserts that none compiled while it timed. "graph breaks"
+# counts a break each time Dynamo traces through it, so a frame compiled again counts
+# its breaks again (``explain`` above counted the places that break). The spread is the
+# interquartile range of the timing windows.
 #
-# **The first check for "not faster"**, on a GPU, is the busy share and the ``bound``
+# **The first check for "not faster"**, on a GPU, is the busy share: the GPU's kernel
+# time per step over the step time measured without the profiler, and the ``bound``
 # column it gives. At least 85 %: the GPU is the bottleneck, and only less GPU work
 # (fusion, fewer bytes) helps. Below: the GPU idles for the rest of the step, waiting for
 # the CPU (Python, guard checks, kernel launches, an ``.item()`` that waits for the GPU),
-# and what helps is less CPU work per step: fewer graph breaks, larger batches, CUDA graphs
-# (``mode="reduce-overhead"``). On a CPU one device does everything: the step time is all
-# of it.
+# and what helps is less CPU work per step: fewer graph breaks, larger batches, CUDA
+# graphs (``mode="reduce-overhead"``). On a CPU one device does everything: the step time
+# is all of it, and the table has no busy share.
 #
-# Under the table, ``attribute`` reads four pairs, the slower row of each against the
-# faster: each compiled row against the eager row of its model, and the fixed model
-# against the model as written, eager and compiled.
+# Under the table, four comparisons: each compiled row against the eager row of its
+# model, and the fixed model against the model as written, eager and compiled. Each line
+# gives the paired ratio of the interleaved windows with its interval; an interval that
+# holds 1.00x is a tie, and otherwise the line names the parts of the step that moved
+# most.
 
 print(f"{device_name}, batch {batch}, sequence length {max(seq_lens)}, width {width}")
-headers = ["step", "graph breaks", "graphs compiled", "step (ms)", "spread (ms)"]
-if device == "cuda":
-    headers += ["GPU busy", "bound"]
-    for row, (_, _, busy) in zip(rows, times.values()):
-        row += [f"{busy:.0f} %", "GPU" if busy >= 85 else "CPU"]
-print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
-for pair in [
-    ("eager, as written", "compiled, as written"),
-    ("eager, fixed", "compiled, fixed"),
-    ("eager, as written", "eager, fixed"),
-    ("compiled, as written", "compiled, fixed"),
-]:
-    attribute(*sorted(pair, key=lambda label: -times[label][0]))  # the slower first
+headers = ["step", "graph breaks", "graphs compiled", *results.headers()]
+rows = [[n, *counts.get(n, ["-", "-"]), *results.cells(n)] for n in results]
+print(tabulate(rows, headers, "github", ["", "", "", *results.formats()]))
+for model_name in ["as written", "fixed"]:  # compiling alone
+    print(results.versus(f"compiled, {model_name}", f"eager, {model_name}"))
+for run_name in ["eager", "compiled"]:  # the code fix alone
+    print(results.versus(f"{run_name}, fixed", f"{run_name}, as written"))
 
-# The same step times as a chart; on a GPU, split into GPU busy and GPU idle time.
-fig, ax = plt.subplots(figsize=(7, 2.8))
-labels = list(times)
-ax.barh(
-    labels,
-    [t[0] for t in times.values()],
-    color="0.75" if device == "cuda" else "C0",
-    label="GPU idle",
-)
-if device == "cuda":
-    ax.barh(labels, [t[0] * t[2] / 100 for t in times.values()], label="GPU busy")
-    ax.legend()
+# The same step times as a chart; on a GPU, split into GPU busy and GPU waiting time.
+fig, ax = plt.subplots(figsize=(7, 2.8), layout="tight")
+ax.barh(list(results), [r.ms for r in results.values()], color="0.75", label="waiting")
+ax.barh(list(results), [r.busy_ms or 0 for r in results.values()], label="GPU busy")
+ax.set(xlabel="step time, ms (median)", title=f"One training step, {device_name}")
 ax.invert_yaxis()
-ax.set_xlabel("step time, ms (median)")
-ax.set_title(f"One training step, {device_name}")
-fig.tight_layout()
+if device == "cuda":
+    ax.legend()
 plt.show()
 
 # %%
-# **The top operators.** The busy share says which side to work on; a profile says on
-# what. ``profs`` holds the three profiled steps of each row; ``key_averages()`` sums the
-# events of one profile by name. Here is the compiled model as written, per step, sorted
-# by *self* CPU time (the time inside an operator or range, less what it calls: what
-# ``attribute`` diffs): the top six, then the compiler's own ranges further down. Names
-# are cut to 44 characters.
+# **Where the time goes.** The busy share says which side to work on; the parts say on
+# what. Each row's parts add up to its step time. On a GPU, ``GPU: ...`` parts are
+# kernel time by family (matrix products, compiled kernels, eager elementwise kernels,
+# copies), and ``waiting: ...`` parts are the time the GPU sat idle, charged to what the
+# thread that launched the next kernel was doing meanwhile. On a CPU, the parts are the
+# main thread's time, by what ran: the code Inductor generated (``compiled code``), the
+# wrappers that enter it (``compiled-code entry``: ``Torch-Compiled Region`` and
+# AOTAutograd's ``CompiledFunction``), Dynamo's guard checks (``guards``), PyTorch's
+# operators run eagerly (``matmul``, ``copies``, the other ``eager operators``), the
+# autograd engine, and Python outside every operator.
 
-events = profs["compiled, as written"].key_averages()
-events = [e for e in events if e.device_type.name == "CPU"]  # not the GPU's copies
-events.sort(key=lambda e: -e.self_cpu_time_total)
-ranges = ("Torch-Compiled Region", "TorchDynamo Cache Lookup", "CompiledFunction")
-headers = ["name", "calls", "self CPU (ms)", "self GPU (ms)"][: 3 + (device == "cuda")]
-table = []
-for i, e in enumerate(events):
-    if i < 6 or e.key.startswith(ranges):
-        ms = [e.self_cpu_time_total / 3e3, e.self_device_time_total / 3e3]
-        row = [e.key[:44], f"{e.count / 3:g}", *(f"{t:.3f}" for t in ms)]
-        table.append(row[: len(headers)])
-print("compiled model as written, per step (3 steps profiled), by self CPU time:")
-print(tabulate(table, headers, "github", disable_numparse=True))
+rows = list(results.values())
+parts = {p: [r.parts.get(p, 0.0) for r in rows] for r in rows for p in r.parts}
+table = sorted(([p, *ms] for p, ms in parts.items()), key=lambda row: -max(row[1:]))
+table.append(["step", *(r.ms for r in rows)])
+print("ms per step, by part (each column adds up to its step):")
+print(tabulate(table, ["part", *results], "github", ".3f"))
 
 # %%
-# How to read the names. ``training step`` is our own range: its self time is the
-# Python of the step outside every operator; ``ProfilerStep#N`` is the range the schedule
-# puts around each step. ``Torch-Compiled Region: 1/0`` spans a compiled frame (with its
-# compile id), ``TorchDynamo Cache Lookup`` is the guard check before it,
-# ``CompiledFunction`` and ``CompiledFunctionBackward`` are AOTAutograd's wrappers, and
-# ``## Call CompiledFxGraph <hash> ##`` runs the code Inductor generated for a graph.
-# ``aten::`` rows are PyTorch operators, eager or called from a graph (matrix
-# multiplications).
-#
-# **The trace.** ``export_chrome_trace`` writes the same profiled steps as a timeline into
-# the report folder below: `profiler trace of this page's run
+# **The trace.** Above, three steps of the compiled model as written were profiled again,
+# for you to look at rather than to time: ``export_chrome_trace`` writes them as a
+# timeline into the report folder below: `profiler trace of this page's run
 # <debugging_tutorial_report/profile_trace.json.gz>`__. Open it at `ui.perfetto.dev
 # <https://ui.perfetto.dev>`__ ("Open trace file") or at ``chrome://tracing`` ("Load").
-# Each ``training step`` holds the compiled regions, with Python and eager operators
-# between them. On a GPU the kernels have a row of their own: its gaps are the idle time,
-# and ``aten::_local_scalar_dense`` (the ``.item()``) is the CPU waiting for the GPU.
+# Each ``training step`` holds the compiled regions (``Torch-Compiled Region: 1/0``, with
+# its compile id), each after its guard check (``TorchDynamo Cache Lookup``), with Python
+# and eager operators between them; inside a region, AOTAutograd's ``CompiledFunction``
+# calls the code Inductor generated (``## Call CompiledFxGraph <hash> ##``). On a GPU the
+# kernels have a row of their own: its gaps are the idle time, and
+# ``aten::_local_scalar_dense`` (the ``.item()``) is the CPU waiting for the GPU.
 #
 # Reading the tlparse report
 # --------------------------
 #
 # We run ``tlparse`` on the trace. The report shows one run: the model as written,
-# compiled, through its twelve training steps and its timing. It goes into a folder next
+# compiled, through its twelve training steps and one more. It goes into a folder next
 # to this script, ``debugging_tutorial_report``; on the published site it is here: `the
 # tlparse report of this page's run <debugging_tutorial_report/index.html>`__ (also as a
 # `zip archive <debugging_tutorial_report.zip>`__). When you run the notebook yourself,
@@ -647,7 +556,7 @@ except (OSError, subprocess.SubprocessError) as error:
 shutil.rmtree(trace_dir, ignore_errors=True)
 report.mkdir(exist_ok=True)  # the profiler's trace goes in it, with or without tlparse
 profile_trace = report / "profile_trace.json.gz"
-profs["compiled, as written"].export_chrome_trace(str(profile_trace))
+prof.export_chrome_trace(str(profile_trace))
 print(f"profiler trace: {profile_trace} ({profile_trace.stat().st_size / 1e3:.0f} kB)")
 
 # %%
@@ -670,13 +579,11 @@ if (report / "compile_directory.json").is_file():
             kind = re.sub(r"^(inductor_output_code)_\w+$", r"\1", kind)  # the hash
             kind = re.sub(r"^torch_dynamo_resume_in_\w+_(\w+_BYTECODE)$", r"\1", kind)
             kinds.add(kind.lower())
-        kinds = sorted(kinds)
-        more = " ..." if len(kinds) > 4 else ""
-        rows.append([compile_id, len(entry["artifacts"]), ", ".join(kinds[:4]) + more])
+        kinds = ", ".join(sorted(kinds)[:4])
+        rows.append([compile_id, len(entry["artifacts"]), kinds])
     ids = sum(key != "[-/-]" for key in directory)  # [-/-]: what no compile id owns
     print(f"{ids} compile ids, from one run: the model as written, compiled")
-    headers = ["compile id", "artifacts", "kinds (first 4)"]
-    print(tabulate(rows, headers=headers, tablefmt="github"))
+    print(tabulate(rows, ["compile id", "artifacts", "kinds (first 4)"], "github"))
 
 # %%
 # The artifacts to open first:
@@ -712,8 +619,9 @@ with torch.no_grad():
         torch._dynamo.reset()
         run = torch.compile(fixed, backend=backend)
         errors[backend] = (run(x).double() - expected).abs().max().item()
-rows = [[backend, f"{err:.2e}"] for backend, err in errors.items()]
-print(tabulate(rows, ["backend", "max abs error vs float64"], "github"))
+print(
+    tabulate(errors.items(), ["backend", "max abs error vs float64"], "github", ".2e")
+)
 for backend, err in errors.items():
     assert err <= 4 * errors["none (eager)"] + 1e-5, backend
 
@@ -745,18 +653,18 @@ shutil.rmtree(debug_root, ignore_errors=True)
 # Conclusion
 # ----------
 #
-# Graph breaks are found with ``torch._dynamo.explain`` or the ``graph_breaks`` log, whose
-# messages link to an explanation of each break type, and are kept out with
-# ``fullgraph=True``; recompiles are explained by the ``recompiles`` log, one failed guard
-# per line, and the ``guards`` log shows what a graph is checked against. Most fixes
-# replace a Python value that changes (a number read with ``.item()``, a float argument, a
-# shape) with tensor data or a declared dynamic dimension, and we asserted each fix by
-# counting breaks and graphs. How busy ``torch.profiler`` finds the GPU says whether
-# better kernels can make a step faster at all; timing the fix eager as well as compiled
-# keeps its effect apart from compiling's, and the self CPU time per operator, diffed
-# between two rows, says what grew. A ``TORCH_TRACE`` of one run and ``tlparse`` put that
-# run's whole compilation in one report, and a backend ablation against float64 tells
-# round-off from a bug.
+# Graph breaks are found with ``torch._dynamo.explain`` or the ``graph_breaks`` log,
+# whose messages link to an explanation of each break type, and are kept out with
+# ``fullgraph=True``; recompiles are explained by the ``recompiles`` log, one failed
+# guard per line, and the ``guards`` log shows what a graph is checked against. Most
+# fixes replace a Python value that changes (a number read with ``.item()``, a float
+# argument, a shape) with tensor data or a declared dynamic dimension, and we asserted
+# each fix by counting breaks and graphs. How busy the GPU is over an unprofiled step
+# says whether better kernels can make a step faster at all; timing the fix eager as
+# well as compiled keeps its effect apart from compiling's, and a paired comparison says
+# whether two rows differ and which parts of the step moved. A ``TORCH_TRACE`` of one
+# run and ``tlparse`` put that run's whole compilation in one report, and a backend
+# ablation against float64 tells round-off from a bug.
 #
 # Further reading
 # ---------------

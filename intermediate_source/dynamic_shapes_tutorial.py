@@ -52,22 +52,23 @@ import contextlib
 import copy
 import io
 import math
+import os
 import re
-import statistics
 import textwrap
-import time
 import warnings
 
+# torch.profiler's tracing library (Kineto) logs each start and stop, and on a machine
+# without a GPU an error line; level 6 keeps it quiet (set before importing torch).
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 import matplotlib.pyplot as plt
 import torch
-import torch._inductor.utils
 import torch.nn as nn
 import torch.nn.functional as F
 from tabulate import tabulate
 from torch._dynamo.utils import compilation_time_metrics, counters
-from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile
-from torch.utils import benchmark
+from torch._inductor.utils import fresh_cache
+
+import measure
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if device == "cuda":
@@ -78,10 +79,10 @@ else:
     n_layer, d_model, batch, max_len, n_steps = 1, 64, 8, 128, 96
     median_len, buckets, n_check = 16, (32, 64, 128), 8
     device_name = f"CPU, {torch.get_num_threads()} threads"
-N_HEAD, VOCAB, THREADS = 4, 512, torch.get_num_threads()
+N_HEAD, VOCAB = 4, 512
 print(f"torch {torch.__version__}, {device_name}: {n_layer} layers, width {d_model}")
 # PyTorch's default float32 matmul precision (no TF32) is kept on purpose.
-warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
+warnings.filterwarnings("ignore", message=".*TensorFloat32")
 
 # %%
 # Helpers
@@ -90,28 +91,6 @@ warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears)")
 # ``captured_log`` turns log artifacts on for a block (``recompiles=True`` is the
 # in-program form of ``TORCH_LOGS="recompiles"``) and then prints the lines that match a
 # pattern, without the log prefix, source comments or directories.
-#
-# ``measure`` times the serving loop: five windows of ``steps`` back-to-back calls of
-# ``step`` with ``torch.utils.benchmark.Timer`` (which synchronizes the GPU at each end
-# and uses all of the CPU's threads); the median window is the time per call, their
-# interquartile range its **spread**. It then profiles ``profiled`` more calls, after one
-# warm-up call that the profiler's schedule leaves out, and keeps the profile's totals
-# per operator and kernel (``key_averages``). On a GPU, the union of the kernel
-# intervals (kernels that overlap count once) over that profiled loop's own wall time is
-# the **busy share**: at least 85 %, the GPU bounds the loop; below, the GPU idles that
-# share of the time waiting for the CPU (Python, guards, launches). A CPU both runs the
-# Python and computes, so it has no busy share.
-#
-# ``attribute`` reads one row against another. Within both rows' spread it says so and
-# names no cause. Beyond it, it diffs the two rows' profiles and names the parts whose
-# time per call grew most and how much of the difference they cover: self CPU time of
-# each operator and range (``Torch-Compiled Region``, a compiled graph's call, a CUDA
-# graph's replay), or kernel time (cuBLAS's matmul kernels as one part) when the GPU's
-# busy time grew by at least half the gap.
-# The parts named can add up to more than the gap, the rest then netting negative: self
-# CPU time is not all on a step's critical path. A CPU that runs ahead of its GPU waits
-# for it (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``) or works while kernels
-# run, so where a row keeps its GPU busy, its CPU time moves by more than its step does.
 
 LOG_PREFIX = re.compile(r"^[VIWEDC]\d{4} \S+ \d+ \S+\] (\[\d+/\d+\] )?(\[__\w+\] )?")
 DIRS = re.compile(r"(?<![\w:/.])/(?:[^\s/\"']+/)+")
@@ -135,71 +114,6 @@ def captured_log(pattern=None, limit=8, **artifacts):
                 kept.append(line)
         for line in kept[:limit]:
             print(textwrap.fill(f"[log] {line}", 100, subsequent_indent="      "))
-
-
-def measure(step, steps=3, profiled=2):
-    """(ms per call, spread ms, busy % or None) of step(), and the operator and kernel
-    totals of a profile of `profiled` calls."""
-    timer = benchmark.Timer("step()", globals={"step": step}, num_threads=THREADS)
-    windows = [timer.timeit(steps).mean * 1e3 for _ in range(5)]  # no profiler
-    q1, ms, q3 = statistics.quantiles(windows, n=4)
-    cuda = device == "cuda"
-    sync = torch.cuda.synchronize if cuda else lambda: None
-    activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda
-    schedule = torch.profiler.schedule(wait=0, warmup=1, active=profiled, repeat=1)
-    with profile(activities=activities, schedule=schedule) as prof:
-        for i in range(profiled + 1):  # call 0 warms the profiler up, unrecorded
-            step()
-            if i == 0:
-                sync()  # call 0's kernels end before the profiler starts recording
-                wall = -time.perf_counter()
-            if i == profiled:
-                sync()
-                wall += time.perf_counter()
-            prof.step()
-    on_gpu = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
-    kernels = [e for e in on_gpu if not e.is_user_annotation]  # none on a CPU
-    spans = sorted((e.time_range.start, e.time_range.end) for e in kernels)
-    busy, reach = 0.0, float("-inf")
-    for s, e in spans:  # union of kernel intervals (microseconds)
-        if e > reach:
-            busy += e - max(s, reach)
-            reach = e
-    busy = 100 * busy / (wall * 1e6) if cuda else None  # in %
-    return (ms, q3 - q1, busy), prof.key_averages()
-
-
-# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
-# may run the same products in kernels of different names.
-GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
-
-
-def attribute(name, ref, times, profs, steps):
-    """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
-    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
-    gap = t - t0
-    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
-    if gap <= max(spread, spread0):
-        print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
-        return
-    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
-    parts = {}
-    for sign, prof in ((1, profs[name]), (-1, profs[ref])):
-        for e in prof:
-            kernel = e.device_type == DeviceType.CUDA and not e.is_user_annotation
-            # kernels only: a CPU operator's device time repeats its kernels'
-            us = e.self_device_time_total * kernel if gpu else e.self_cpu_time_total
-            key = "Python outside operators" if e.key == "ProfilerStep*" else e.key
-            key = "matmul kernels (all)" if gpu and GEMM.search(key) else key
-            parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
-    grew = [kv for kv in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if kv[1] > 0]
-    covered = sum(ms for _, ms in grew)
-    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
-    print(
-        f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
-        f" pass that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
-        f"the rest, {gap - covered:+.3f} ms net, over the other parts and the time outside every part"
-    )
 
 
 # %%
@@ -398,12 +312,10 @@ for name, fn, args, options in cases:
         for r in result.break_reasons
     ]
     code = result.graphs[-1].print_readable(print_output=False)  # shapes annotated
-    unbacked = sorted(set(re.findall(r"\w\d+\[[^\]]*\bu\d[^\]]*\]", code)))
+    unbacked = ", ".join(sorted(set(re.findall(r"\w\d+\[[^\]]*\bu\d[^\]]*\]", code))))
     reason = textwrap.shorten("; ".join(reasons) or "-", 64, placeholder=" ...")
     config = ", ".join(options) or "defaults"
-    dd_rows.append(
-        [name, config, result.graph_count, reason, ", ".join(unbacked) or "-"]
-    )
+    dd_rows.append([name, config, result.graph_count, reason, unbacked or "-"])
 headers = ["code", "config", "graphs", "graph break", "unbacked shapes"]
 print(tabulate(dd_rows, headers, tablefmt="github"))
 assert [r[2] for r in dd_rows] == [2, 1, 2, 2, 1], dd_rows
@@ -495,8 +407,8 @@ print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters")
 # Ways to serve it
 # ----------------
 #
-# * **exact shapes**: ``torch.compile(model)`` on each batch as it comes. Automatic
-#   dynamic compiles one graph for the first width and a dynamic one at the second.
+# * **exact shapes**: ``torch.compile`` on each batch as it comes. Automatic dynamic
+#   compiles one graph for the first width and a dynamic one at the second.
 # * **dynamic from call 1**: the same, with ``mark_dynamic(x, 1)`` on each batch, so
 #   the first graph is already the dynamic one.
 # * **buckets**: each batch padded to the next of a few widths (``buckets`` above) and
@@ -507,14 +419,24 @@ print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters")
 #   them with one launch. A recording holds fixed sizes, so a dynamic graph records
 #   one CUDA graph per distinct width it meets; with buckets there is one per bucket.
 #
-# ``serve`` runs one strategy over the whole stream, once, from nothing compiled:
-# Dynamo is reset and the whole run is inside ``fresh_cache()``, Inductor's helper that
-# points its caches at a new empty folder. It asserts that the FX graph cache missed and
-# never hit, and reports the wall time of the calls that compiled a graph. It then
-# compares the outputs of ``n_check`` batches spread over the stream with a float64
-# copy of the model, and times one pass over those batches with ``measure``: tokens per
-# second counts real tokens only. With ``fullgraph=True`` every strategy must compile the
-# model as one graph, without breaks.
+# Each strategy compiles a function of its own: ``lambda x: model(x)``, written out
+# once per strategy. Dynamo keeps compiled graphs, their guards, the recompile count and
+# what automatic dynamic has learned per function (per code object), so the strategies
+# share none of it and stay compiled side by side, to be timed together below. The
+# CUDA-graph strategies call ``torch.compiler.cudagraph_mark_step_begin()`` before each
+# batch: it tells CUDA graph trees that the previous call's outputs are no longer
+# needed, so the next replay may overwrite them.
+#
+# ``serve`` runs one strategy over the whole stream, once, inside ``fresh_cache()``,
+# Inductor's helper that points its caches at a new empty folder: exact shapes and
+# dynamic from call 1 end up with the same dynamic graph, and the second must not find
+# the first's in a cache. It reports the time Dynamo, AOTAutograd and Inductor spent
+# compiling for that strategy (Dynamo's ``_compile.compile_inner`` timer), then compares
+# the outputs of ``n_check`` batches spread over the stream with a float64 copy of the
+# model. With ``fullgraph=True`` every strategy must compile the model as one graph,
+# without breaks. ``measure.cold_compile`` runs the whole lot once, with Dynamo reset
+# and an empty compile cache, and asserts that the FX graph cache missed and never hit:
+# every strategy compiled cold.
 
 model64 = copy.deepcopy(model).double()
 check_ids = list(range(0, n_steps, n_steps // n_check))
@@ -522,119 +444,101 @@ with torch.no_grad():
     refs = [model64(make_batch(i)) for i in check_ids]
 
 
-def infer(fn, x, cudagraphs):
-    if cudagraphs:  # outputs of the previous call may now be overwritten
-        torch.compiler.cudagraph_mark_step_begin()
-    return fn(x)
-
-
-def serve(name, fn, bucketed=False, mark=False, cudagraphs=False):
-    torch._dynamo.reset()  # nothing compiled, automatic dynamic forgotten
-    counters.clear()
-    compile_s, computed = 0.0, 0
-    with torch._inductor.utils.fresh_cache(), torch.no_grad():
-        for i in range(n_steps):
-            x = make_batch(i, bucketed, mark)
-            graphs, start = counters["stats"]["unique_graphs"], time.perf_counter()
-            infer(fn, x, cudagraphs)
-            if device == "cuda":
-                torch.cuda.synchronize()
-            if counters["stats"]["unique_graphs"] > graphs:
-                compile_s += time.perf_counter() - start
-            computed += x.numel()
-        graphs = counters["stats"]["unique_graphs"]
-        if fn is not model:  # a cold compile: misses, no hits, one graph per compile
-            assert counters["inductor"]["fxgraph_cache_hit"] == 0
-            assert counters["inductor"]["fxgraph_cache_miss"] > 0 and graphs > 0
-            assert sum(counters["graph_break"].values()) == 0
-        xs = [make_batch(i, bucketed, mark) for i in check_ids]
-        err = 0.0
-        for x, r in zip(
-            xs, refs
-        ):  # read before the next CUDA-graph replay overwrites it
-            o = infer(fn, x, cudagraphs)[:, : r.shape[1]]
+def serve(name, fn):
+    """Serve the stream once in an empty cache of its own and check the outputs against
+    float64: the row's cells, and one pass over the check batches, to time."""
+    bucketed, mark = "buckets" in name, "call 1" in name
+    metrics, graphs = compilation_time_metrics, counters["stats"]["unique_graphs"]
+    compiling = sum(metrics.get("_compile.compile_inner", []))
+    records = len(metrics.get("CUDAGraphNode.record", []))
+    log = captured_log(shown.get(name), limit=2, recompiles=True)
+    with log, fresh_cache(), torch.no_grad():
+        batches = [make_batch(i, bucketed, mark) for i in range(n_steps)]
+        for x in batches:
+            fn(x)
+        xs, err = [batches[i] for i in check_ids], 0.0
+        for x, r in zip(xs, refs):  # each read before the next CUDA-graph replay
+            o = fn(x)[:, : r.shape[1]]
             err = max(err, (abs(o - r).max() / abs(r).max()).item())
         assert err < 1e-4, f"{name}: error {err:.1e} against float64"
-        # A pass keeps no outputs: the next CUDA-graph replay may overwrite them.
-        one_pass = lambda: [infer(fn, x, cudagraphs).shape for x in xs]  # noqa: E731
+        # A pass to time: without autograd, as served, and keeping no outputs.
+        one_pass = torch.no_grad()(lambda: [fn(x).shape for x in xs])
         one_pass()  # a CUDA graph records at its second call
-        before = len(compilation_time_metrics.get("CUDAGraphNode.record", []))
-        timing, prof = measure(one_pass)
-    assert counters["stats"]["unique_graphs"] == graphs, "compiled while timing"
-    recorded = compilation_time_metrics.get("CUDAGraphNode.record", [])  # since reset
-    assert len(recorded) == before, "recorded a CUDA graph while timing"
-    row = dict(name=name, graphs=graphs, compile_s=compile_s, err=err, prof=prof)
-    row["cuda graphs"] = f"{len(recorded)} in {sum(recorded):.1f} s"
-    row["ms"], row["spread"], row["busy"] = timing
-    row["tok/s"] = int(seq_lens[check_ids].sum()) / timing[0] * 1e3
-    row["padding"] = 1 - int(seq_lens.sum()) / computed  # over the whole stream
-    return row
+    compiling = sum(metrics.get("_compile.compile_inner", [])) - compiling
+    rec = metrics.get("CUDAGraphNode.record", [])[records:]
+    cuda_graphs = f"{len(rec)} in {sum(rec):.1f} s" if "CUDA" in name else None
+    padding = 1 - int(seq_lens.sum()) / sum(x.numel() for x in batches)
+    graphs = counters["stats"]["unique_graphs"] - graphs
+    return [graphs, compiling or None, cuda_graphs, padding, err], one_pass
 
+
+strategies = {  # each compiled strategy compiles a function of its own (see above)
+    "eager": model,
+    "exact shapes": torch.compile(lambda x: model(x), fullgraph=True),
+    "dynamic from call 1": torch.compile(lambda x: model(x), fullgraph=True),
+    "buckets": torch.compile(lambda x: model(x), fullgraph=True, dynamic=False),
+}
+if device == "cuda":
+    begin = torch.compiler.cudagraph_mark_step_begin
+    graphed = dict(fullgraph=True, mode="reduce-overhead")
+    exact = torch.compile(lambda x: model(x), **graphed)
+    static = torch.compile(lambda x: model(x), **graphed, dynamic=False)
+    strategies["CUDA graphs, exact"] = lambda x: (begin(), exact(x))[1]
+    strategies["CUDA graphs, buckets"] = lambda x: (begin(), static(x))[1]
+shown = {"exact shapes": r"Recompiling|size mismatch", "CUDA graphs, exact": "distinct"}
 
 # The first Inductor compile in a process also starts its compile workers and imports
 # its code generators: a throwaway compile pays for that here, outside the table.
-with torch._inductor.utils.fresh_cache():
+with fresh_cache(), captured_log():  # and its notes about the machine, unshown
     torch.compile(F.gelu)(torch.randn(8, device=device))
-rows = [serve("eager", model)]
-with captured_log(r"Recompiling|size mismatch", limit=2, recompiles=True):
-    rows.append(serve("exact shapes", torch.compile(model, fullgraph=True)))
-dynamic = torch.compile(model, fullgraph=True)
-rows.append(serve("dynamic from call 1", dynamic, mark=True))
-static = torch.compile(model, fullgraph=True, dynamic=False)
-rows.append(serve("buckets", static, bucketed=True))
-if device == "cuda":
-    graphs_mode = dict(fullgraph=True, mode="reduce-overhead")
-    graphed = torch.compile(model, **graphs_mode)
-    with captured_log(r"distinct sizes", limit=1):
-        rows.append(serve("CUDA graphs, exact", graphed, cudagraphs=True))
-    graphed = torch.compile(model, **graphs_mode, dynamic=False)
-    rows.append(serve("CUDA graphs, buckets", graphed, bucketed=True, cudagraphs=True))
+serve_all = lambda: {name: serve(name, fn) for name, fn in strategies.items()}  # noqa: E731
+cold = measure.cold_compile(serve_all, device=device)
+rows = cold.result
+print(f"All strategies from empty caches: {cold.graphs} graphs, {cold.compiling:.1f} s")
+print(f"of compiling (Dynamo, AOTAutograd, Inductor) in a {cold.seconds:.1f} s run")
 used = {next(b for b in buckets if b >= w) for w in widths.tolist()}
-assert [r["graphs"] for r in rows[:4]] == [0, 2, 1, len(used)]
+assert [cells[0] for cells, _ in rows.values()][:4] == [0, 2, 1, len(used)]
 
 # %%
 # The table
 # ---------
+#
+# Timings come from the site's measurement core (:ref:`measuring_recipe` explains it).
+# ``measure.compare`` times one pass of each strategy over the ``n_check`` batches (a
+# "step" in its columns), all strategies in interleaved windows, without the profiler;
+# then it profiles a few passes of each to split a pass into parts. It asserts that
+# nothing compiled while it timed; the page asserts that no CUDA graph was recorded.
+# **tokens/s** counts real tokens only. On a CPU the CUDA graphs column stays empty, and
+# there is no busy share: one device runs the Python and computes.
 
-gpu = device == "cuda"
-headers = ["strategy", "graphs", "compile (s)", "tokens/s", "padding", "pass (ms)"]
-headers[3:3] = ["CUDA graphs"] * gpu
-headers += ["spread (ms)"] + ["busy %", "bound"] * gpu + ["error"]
-table = []
-for r in rows:
-    row = [r["name"], r["graphs"], f"{r['compile_s']:.1f}" if r["graphs"] else "-"]
-    row += [r["cuda graphs"]] * gpu + [f"{r['tok/s']:,.0f}", f"{r['padding']:.0%}"]
-    row += [f"{r['ms']:.2f}", f"{r['spread']:.2f}"]
-    if gpu:
-        row += [f"{r['busy']:.0f}", "GPU" if r["busy"] >= 85 else "CPU"]
-    table.append(row + [f"{r['err']:.1e}"])
+records = len(compilation_time_metrics.get("CUDAGraphNode.record", []))
+results = measure.compare({n: run for n, (_, run) in rows.items()}, device)
+assert len(compilation_time_metrics.get("CUDAGraphNode.record", [])) == records
+tokens = int(seq_lens[check_ids].sum())
+table = [
+    [n, *cells, tokens / results[n].ms * 1e3, *results.cells(n)]
+    for n, (cells, _) in rows.items()
+]
+headers = ["strategy", "graphs", "compile (s)", "CUDA graphs", "padding", "error"]
+headers += ["tokens/s", *results.headers()]
+formats = ["", "", ".1f", "", ".0%", ".1e", ",.0f", *results.formats()]
 print(f"{device_name}, torch {torch.__version__}; {n_steps} batches of {batch}")
-print(tabulate(table, headers, tablefmt="github", disable_numparse=True))
-if not gpu:
-    print("On a CPU: no CUDA graphs, and no separate device to be busy or idle.")
-times = {r["name"]: (r["ms"], r["spread"], r["busy"]) for r in rows}
-best = min(times, key=lambda name: times[name][0])
+print(tabulate(table, headers, "github", formats, missingval="-"))
+best = min(results, key=lambda name: results[name].ms)
 print(f"Fastest pass: {best}. Each other strategy against it:")
-for r in rows:
-    if r["name"] != best:
-        attribute(r["name"], best, times, {r["name"]: r["prof"] for r in rows}, 2)
+print("\n".join(results.versus(name, best) for name in results if name != best))
 
 # %%
 # The chart shows each strategy's pass over the ``n_check`` batches; on a GPU each bar
-# is split by its busy share into the time the GPU was busy and the time it sat idle.
+# is split into the time the GPU was busy and the time it waited.
 
-names = [r["name"] for r in rows]
-fig, ax = plt.subplots(figsize=(8, 0.5 * len(rows) + 1.8))
-busy = [r["ms"] * (r["busy"] or 0) / 100 for r in rows]  # no busy time on a CPU
-ax.barh(names, busy, label="GPU busy")
-idle = [r["ms"] - b for r, b in zip(rows, busy)]  # the whole pass on a CPU
-ax.barh(names, idle, left=busy, color="0.75" if gpu else "C0", label="GPU idle")
-if gpu:
-    ax.legend()
+fig, ax = plt.subplots(figsize=(8, 0.5 * len(results) + 1.8), layout="tight")
+ax.barh(list(results), [r.ms for r in results.values()], color="0.75", label="waiting")
+ax.barh(list(results), [r.busy_ms or 0 for r in results.values()], label="GPU busy")
+ax.set(xlabel=f"ms per pass over {n_check} batches (median)", title=device_name)
 ax.invert_yaxis()
-ax.set_xlabel(f"one pass over {n_check} batches (ms, median)")
-ax.set_title(f"Serving variable-length batches, {device_name}")
-fig.tight_layout()
+if device == "cuda":
+    ax.legend()
 plt.show()
 
 # %%
@@ -658,12 +562,16 @@ plt.show()
 # launch per graph instead of one per kernel.
 #
 # The lines after the table read each strategy against the fastest, on the same
-# sequences. Within both rows' spread a line says so and names no cause. Beyond it, it
-# names what grew in the profile, per pass. On a loop bound by the CPU that is self CPU
-# time: eager's operators and the Python around them, a compiled graph's call, Dynamo's
-# guard checks (``TorchDynamo Cache Lookup``), a CUDA graph's replay. On a loop bound by
-# the GPU it is kernel time: a padded matrix product's kernel grows with the width, and
-# attention's with its square, so padding costs more than its share of tokens.
+# sequences, from the paired windows of the interleaved timing: the ratio of the two
+# passes with its interval, a tie where the interval holds 1.00x, and otherwise the
+# parts of the pass that moved most and how much of the gap they cover. On a CPU the
+# parts are the main thread's time by what ran: eager operators and the Python around
+# them, the compiled code and the wrappers that enter it, Dynamo's guard checks. On a
+# GPU they are kernel time by family (``GPU: matmul``, ``GPU: attention``, ...) and the
+# time the GPU waited, charged to what the launching thread was doing (``waiting:
+# ...``). A padded matrix product's kernel grows with the width, and attention's with
+# its square, so padding costs more than its share of tokens; a CUDA graph's replay
+# issues all of a graph's kernels with one launch.
 #
 # Which strategy wins depends on the machine, the model's size and the length
 # distribution, so measure yours. The trade-offs do not: automatic dynamic costs one
