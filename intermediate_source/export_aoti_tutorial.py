@@ -65,8 +65,6 @@ import json
 import logging
 import os
 import re
-import shlex
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,18 +76,18 @@ from pathlib import Path
 
 # On a machine with CUDA's compiler but no GPU, PyTorch warns "No CUDA runtime is found"
 # when it looks for CUDA's headers; a CPU build of this page has no use for them.
-logging.getLogger("torch.utils.cpp_extension").addFilter(
-    lambda record: "No CUDA runtime" not in record.getMessage()
-)
+logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # the profiler's own notes, kept quiet
+# The page keeps PyTorch's default float32 matmul precision.
+# Packaging calls a pytree API that recent releases deprecate: not this lesson's code.
+warnings.filterwarnings("ignore", message=".*(TensorFloat32|LeafSpec)")
 
 import matplotlib.pyplot as plt
 import torch
 from tabulate import tabulate
 from torch import nn
-from torch._dynamo.utils import counters
-from torch.profiler import ProfilerActivity, profile
-from torch.utils import benchmark
+
+import measure
 
 MODEL_CODE = """
 import torch
@@ -113,22 +111,18 @@ class Block(nn.Module):
 
 def make_model(width, heads, layers, device):
     torch.manual_seed(0)
-    blocks = [Block(width, heads) for _ in range(layers)]
-    return nn.Sequential(*blocks).to(device).eval()
+    return nn.Sequential(*[Block(width, heads) for _ in range(layers)]).to(device).eval()
 """
 exec(MODEL_CODE, namespace := {})
 make_model = namespace["make_model"]
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
-# The page keeps PyTorch's default float32 matmul precision.
-# Packaging calls a pytree API that recent releases deprecate: not this lesson's code.
-warnings.filterwarnings("ignore", message=".*(TensorFloat32|Profiler clears|LeafSpec)")
 if device == "cuda":
     device_name = torch.cuda.get_device_name()
-    WIDTH, HEADS, LAYERS, SEQ, BATCH, MAX_BATCH, STEPS = 768, 12, 2, 256, 16, 64, 50
+    WIDTH, HEADS, LAYERS, SEQ, BATCH, MAX_BATCH = 768, 12, 2, 256, 16, 64
 else:
     device_name = f"CPU, threads: {torch.get_num_threads()}"
-    WIDTH, HEADS, LAYERS, SEQ, BATCH, MAX_BATCH, STEPS = 32, 4, 2, 16, 4, 64, 50
+    WIDTH, HEADS, LAYERS, SEQ, BATCH, MAX_BATCH = 32, 4, 2, 16, 4, 64
     print("No CUDA GPU found: the CPU runs a smaller model, with no GPU busy share.")
 print(f"torch {torch.__version__} on {device} ({device_name})")
 print(f"{LAYERS} blocks, width {WIDTH}, {HEADS} heads; input {BATCH} x {SEQ} x {WIDTH}")
@@ -139,77 +133,6 @@ work = tempfile.TemporaryDirectory(prefix="export_aoti_")  # packages, caches, s
 work_dir = Path(work.name)
 (work_dir / "model.py").write_text(MODEL_CODE)
 torch.save(x.cpu(), work_dir / "input.pt")  # every process runs the same input
-
-# %%
-# Helpers
-# -------
-#
-# ``step_and_busy`` times six windows of ``STEPS`` back-to-back calls with
-# ``torch.utils.benchmark`` (all of PyTorch's CPU threads, the GPU waited for at both
-# ends): their median and spread (interquartile range). A few more calls run under
-# ``torch.profiler``; on a GPU the *busy share* is the union of the kernels' intervals
-# over that profiled loop's wall time: at 85 % or more the GPU bounds the step, below it
-# the GPU waits for the CPU (Python, guards, launches).
-#
-# ``attribute`` reads a slower row against its reference: within either row's spread it
-# names no cause; beyond it, it names the operators and ranges whose time per step grew
-# most in the two profiles (kernel time when the GPU's busy time grew by at least half
-# the gap, self CPU time otherwise) and how much of the gap they cover.
-
-
-def step_and_busy(fn, profiled=10):
-    """(median step ms, spread ms, busy % or None on a CPU), and the profile."""
-    threads = torch.get_num_threads()  # all of them, as Inductor's C++ kernels use
-    timer = benchmark.Timer("f()", globals={"f": fn}, num_threads=threads)
-    windows = [timer.timeit(STEPS).median * 1e3 for _ in range(6)]  # no profiler
-    quartiles = statistics.quantiles(windows, n=4)
-    step, spread = statistics.median(windows), quartiles[2] - quartiles[0]
-    activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
-    with profile(activities=activities) as prof:
-        started = time.perf_counter()
-        for _ in range(profiled):
-            fn()
-        getattr(torch, device).synchronize()  # torch.cuda or torch.cpu
-        wall_us = (time.perf_counter() - started) * 1e6
-    gpu_events = [e for e in prof.events() if e.device_type.name == "CUDA"]
-    spans = [e.time_range for e in gpu_events if not e.is_user_annotation]
-    busy, reach = 0.0, float("-inf")  # the union of the kernels' intervals, in us
-    for span in sorted(spans, key=lambda span: span.start):
-        busy += max(0.0, span.end - max(span.start, reach))
-        reach = max(reach, span.end)
-    return (step, spread, 100 * busy / wall_us if spans else None), prof
-
-
-# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
-# may run the same products in kernels of different names.
-GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
-
-
-def attribute(name, ref, times, profs, steps):
-    """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
-    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
-    gap = t - t0
-    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
-    if gap <= max(spread, spread0):
-        return print(f"{head}, within the spread ({spread:.3f} and {spread0:.3f} ms)")
-    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
-    parts = {}
-    for sign, prof in ((1, profs[name]), (-1, profs[ref])):
-        for e in prof.key_averages():
-            kernel = e.device_type.name == "CUDA" and not e.is_user_annotation
-            us = e.self_device_time_total * kernel if gpu else e.self_cpu_time_total
-            key = "matmul kernels (all)" if gpu and GEMM.search(e.key) else e.key
-            parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
-    grew = [kv for kv in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if kv[1] > 0]
-    covered = sum(ms for _, ms in grew)
-    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
-    print(
-        f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
-        f" step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
-        f"the rest, {gap - covered:+.3f} ms net, over the other parts and the time outside every part"
-    )
-
-
 PATH = re.compile(r"(?<![\w.])/\S*/")  # a file path up to its file name
 
 
@@ -266,11 +189,10 @@ class Rescaled(nn.Module):
         return self.net(x)
 
 
-printed = io.StringIO()
 # The shapes machinery's warning adds nothing to the error: the page turns it off.
 logging.getLogger("torch.fx.experimental.symbolic_shapes").setLevel(logging.ERROR)
-try:
-    with contextlib.redirect_stderr(printed):  # export prints its partial graph here
+try:  # export prints its partial graph on stderr: kept to read below
+    with contextlib.redirect_stderr(printed := io.StringIO()):
         torch.export.export(Rescaled(model), (x,), dynamic_shapes=dims)
     raise AssertionError("export accepted a data-dependent branch")
 except Exception as error:  # GuardOnDataDependentSymNode on PyTorch 2.9 to 2.14
@@ -336,30 +258,21 @@ with torch.no_grad():
 # (its ``NEEDED`` entries) or defines libstdc++'s own ``std::locale`` symbols.
 
 PROBE = '#include <regex>\nextern "C" bool probe(const char* s) { return std::regex_match(s, std::regex("cuda:.*")); }'
-FIX = "set CXX to a compiler that links libstdc++ dynamically (e.g. CXX=/usr/bin/g++)"
+FIX = "set CXX to a compiler that links libstdc++ dynamically (e.g. /usr/bin/g++)"
+from torch._inductor.cpp_builder import get_cpp_compiler
 
-
-def check_cpp_compiler():
-    """Stop the page with one line if the compiler would build an unloadable package."""
-    from torch._inductor.cpp_builder import get_cpp_compiler
-
-    cxx = get_cpp_compiler()
-    (work_dir / "probe.cpp").write_text(PROBE)
-    build = [*shlex.split(cxx), "-shared", "-fPIC", "probe.cpp", "-o", "probe.so"]
-    subprocess.run(build, cwd=work_dir, check=True, capture_output=True)
-    # readelf: the library's dynamic section (NEEDED entries) and its symbols
-    elf = subprocess.check_output(["readelf", "-dsW", work_dir / "probe.so"], text=True)
-    needed = re.findall(r"\(NEEDED\).*\[(.+)\]", elf)
-    # std::locale's symbols that the library defines (a section number, not UND)
-    own = len(re.findall(r" \d+ _ZNSt6locale", elf))
-    print(f"{Path(cxx).name}: a test library needs {needed}, defines {own} of locale")
-    if own and not any(name.startswith("libstdc++") for name in needed):
-        raise RuntimeError(
-            f"The C++ compiler {cxx!r} links libstdc++ statically, so its packages fail to load: {FIX}."
-        )
-
-
-check_cpp_compiler()
+cxx = get_cpp_compiler()
+(work_dir / "probe.cpp").write_text(PROBE)
+build = [*cxx.split(), "-shared", "-fPIC", "probe.cpp", "-o", "probe.so"]
+subprocess.run(build, cwd=work_dir, check=True, capture_output=True)
+# readelf: the library's dynamic section (NEEDED entries) and its symbols
+elf = subprocess.check_output(["readelf", "-dsW", work_dir / "probe.so"], text=True)
+needed = re.findall(r"\(NEEDED\).*\[(.+)\]", elf)
+# std::locale's symbols that the library defines (a section number, not UND)
+own = len(re.findall(r" \d+ _ZNSt6locale", elf))
+print(f"{Path(cxx).name}: a test library needs {needed}, defines {own} of locale")
+if own and not any(name.startswith("libstdc++") for name in needed):  # stop the page
+    raise RuntimeError(f"{cxx!r} links libstdc++ statically, packages crash: {FIX}.")
 
 # %%
 # Compiling the package with AOTInductor
@@ -372,10 +285,9 @@ check_cpp_compiler()
 # of this machine already holds, so the page does not report it.)
 
 package = work_dir / "encoder.pt2"
+metadata = {"aot_inductor.metadata": {"built_with": torch.__version__}}
 torch._inductor.aoti_compile_and_package(
-    exported,
-    package_path=str(package),
-    inductor_configs={"aot_inductor.metadata": {"built_with": torch.__version__}},
+    exported, package_path=str(package), inductor_configs=metadata
 )
 kinds = Counter(Path(n).suffix or "other" for n in zipfile.ZipFile(package).namelist())
 print(f"{package.name}: {package.stat().st_size / 1e6:.1f} MB; files: {dict(kinds)}")
@@ -412,39 +324,31 @@ print(f"{package.name}: {package.stat().st_size / 1e6:.1f} MB; files: {dict(kind
 #
 # "Fresh machine" means an empty cache folder; the file cache stays warm (on a new
 # machine ``import torch`` also reads PyTorch's files from disk). The script stamps the
-# time after each part of its start: "Python start" runs from the launch to its first
-# line, "exit" from its last line to the end of the process. The package's processes
-# call the device check of ``aoti_load_package`` (PyTorch 2.10 and later) on its own
-# first, to time it apart, and count the processes it starts.
+# time after each part of its start, up to its first result; "Python start" runs from
+# the launch to its first line. The package's processes call the device check of
+# ``aoti_load_package`` (PyTorch 2.10 and later) on its own first, to time it apart, and
+# count the processes it starts.
 
 SCRIPT = """
 import time
 marks = [("start", time.time())]
 mark = lambda name, at=None: marks.append((name, at or time.time()))
-import json, os, subprocess, sys
+import json, os, sys
 import torch
 mark("import torch")
 torch.set_grad_enabled(False)  # inference only
 mode, device, tag, width, heads, layers, top = sys.argv[1:]
 x = torch.load("input.pt").to(device)
 mark("CUDA init, input" if device == "cuda" else "read input")
-spawned = {}  # for each process started: (a Python child?, seconds)
-class Timed(subprocess.Popen):  # times each process that the device check starts
-    def __init__(self, *args, **kwargs):
-        self.born = time.time()
-        super().__init__(*args, **kwargs)
-    def wait(self, timeout=None):
-        code = super().wait(timeout)  # the first wait to return sees the process end
-        spawned.setdefault(self, (self.args[0] == sys.executable, time.time() - self.born))
-        return code
+spawned = []  # each process the device check starts: Python (True) or the compiler
 if mode in ("package", "cpp"):
     import torch._inductor.package
     mark("import Inductor's loader")
-    if mode == "package" and torch.__version__ >= "2.10":  # the loader's device check
+    if mode == "package" and torch.torch_version.TorchVersion(torch.__version__) >= (2, 10):
         from torch._inductor import codecache
-        subprocess.Popen = Timed
+        # an audit hook sees each process Python starts (none start after the check)
+        sys.addaudithook(lambda e, a: e == "subprocess.Popen" and spawned.append(a[0] == sys.executable))
         codecache.get_device_information(device)  # what aoti_load_package calls
-        subprocess.Popen = Timed.__base__
         mark("device check (ISA probes)")
     if mode == "package":
         run = torch._inductor.aoti_load_package("encoder.pt2")
@@ -482,8 +386,8 @@ for size in [1, int(top) + 1] * bool(os.environ.get("AOTI_RUNTIME_CHECK_INPUTS")
     except RuntimeError as error:
         raised.append(type(error).__name__)
 fx = [torch._dynamo.utils.counters["inductor"][f"fxgraph_cache_{k}"] for k in ("hit", "miss")]
-notes = dict(fx=fx, raised=raised, spawned=list(spawned.values()))
-print("RESULT", json.dumps([marks, notes, time.time()]))
+ran = [spawned.count(False), spawned.count(True)]  # the compiler, Python
+print("RESULT", json.dumps([marks, dict(fx=fx, raised=raised, ran=ran)]))
 """
 (work_dir / "fresh.py").write_text(SCRIPT)
 
@@ -496,15 +400,13 @@ def fresh_process(tag, mode, cache=None, **env):
     args = [mode, device, tag, WIDTH, HEADS, LAYERS, MAX_BATCH]
     cmd, launched = [sys.executable, "fresh.py", *map(str, args)], time.time()
     done = subprocess.run(cmd, cwd=work_dir, env=env, capture_output=True, text=True)
-    ended = time.time()
-    if done.returncode == -11:  # SIGSEGV: a crash, said in one line with its fix
-        raise RuntimeError(f"The {tag} process died of signal 11 (SIGSEGV): {FIX}.")
+    # signal 11 (SIGSEGV), a crash: said in one line with its fix
+    assert done.returncode != -11, f"The {tag} process died of signal 11: {FIX}."
     assert done.returncode == 0, PATH.sub("", done.stderr[-3000:])
-    marks, notes, last = json.loads(done.stdout.split("RESULT ")[-1])
+    marks, notes = json.loads(done.stdout.split("RESULT ")[-1])
     parts = {"Python start": marks[0][1] - launched}
     parts.update({name: at - marks[i][1] for i, (name, at) in enumerate(marks[1:])})
     parts["start to result"] = marks[-1][1] - launched
-    parts["exit"] = ended - last
     notes["printed"] = [ln for ln in done.stderr.splitlines() if ln.startswith("Error")]
     return parts, notes
 
@@ -523,37 +425,33 @@ runs = {
 assert cold_notes["fx"][0] == 0 and cold_notes["fx"][1] > 0, cold_notes  # all misses
 assert loaded_notes["fx"][0] > 0, loaded_notes  # the artifacts were found
 
-by_size = sorted(runs.values(), key=lambda run: -len(run[0]))  # most parts first
-order = list(dict.fromkeys(part for parts, _ in by_size for part in parts))
-order.sort(key=lambda part: part in ("first run", "start to result", "exit"))
+# the compile process's parts, then the loader's; the first run and the sum last
+order = list(dict.fromkeys([*artifacts, *fresh]))
+order.sort(key=lambda part: part in ("first run", "start to result"))
 rows = [[part, *[parts.get(part) for parts, _ in runs.values()]] for part in order]
 print(f"{device_name}, torch {torch.__version__}, seconds, one process each")
 print(tabulate(rows, ["part of the start", *runs], "github", floatfmt=".2f"))
 for name, (_, notes) in runs.items():
-    cxx, py = ([s for child, s in notes["spawned"] if child == c] for c in (0, 1))
-    print(
-        f"{name}: FX cache hits/misses {notes['fx']}; the device check ran the compiler"
-        f" {len(cxx)} times ({sum(cxx):.2f} s), Python {len(py)} times ({sum(py):.2f} s)"
-    )
+    print(f"{name}: FX hits/misses {notes['fx']}; compiler/Python runs {notes['ran']}")
 
 # %%
 # Each column is one process, as listed above; each row a part of its start, in seconds,
-# in the order the script met them (empty: no such part). "start to result" is their sum;
-# "exit" comes after the result. Under the table: the FX graph cache's hits and misses
-# (the package's processes never look) and the processes the device check started. Below:
-# what the package skips (the artifacts process's parts that no package process has),
-# what each package process spends in its loader instead, and each start as a bar.
+# in the order the script met them (empty: no such part); "start to result" is their sum.
+# Under the table: the FX graph cache's hits and misses (the package's processes never
+# look) and how many times the device check ran the C++ compiler and a child Python
+# process. Below: what the package skips (the artifacts process's parts that no package
+# process has), what each package process spends in its loader instead, and each start
+# as a bar.
 
 saved = sum(seconds for part, seconds in artifacts.items() if part not in fresh)
 print(f"What the package skips: the artifacts' model, Dynamo, compiling: {saved:.2f} s")
-for name in ["package, fresh", "package, server", "package, C++ loader"]:
-    parts = runs[name][0]
+for name, (parts, _) in list(runs.items())[2:]:  # the package's processes
     spent = sum(seconds for part, seconds in parts.items() if part not in artifacts)
     print(f"{name}: loader {spent:.2f} s of {parts['start to result']:.2f} s to result")
 
 fig, ax = plt.subplots(figsize=(8, 3.6), layout="constrained")
 left = [0.0] * len(runs)
-for k, part in enumerate(p for p in order if p not in ("start to result", "exit")):
+for k, part in enumerate(order[:-1]):  # the parts, without their sum
     widths = [parts.get(part, 0.0) for parts, _ in runs.values()]
     ax.barh(list(runs), widths, left=left, label=part, color=plt.cm.tab20(k))
     left = [a + b for a, b in zip(left, widths)]
@@ -606,43 +504,40 @@ plt.show()
 # compiles the model here with ``torch.compile``, its batch marked dynamic as in the fresh
 # processes, after loading the cache artifacts that process 1 saved (this compilation is
 # not timed). Each is also called once with a batch of 2, the smallest in the exported
-# range, and the page asserts that Dynamo compiled nothing new while it timed.
+# range, before the timing starts; the timing asserts that nothing compiles while it
+# runs. The four paths are timed together, interleaved, in this process and with its
+# threads. Timings come from the site's measurement core (:ref:`measuring_recipe`
+# explains it).
 
 torch.compiler.load_cache_artifacts((work_dir / "artifacts.bin").read_bytes())
 torch._dynamo.mark_dynamic(x, 0)
-compiled = torch.compile(model)
-loaded = torch._inductor.aoti_load_package(str(package))
-single = torch._inductor.aoti_load_package(str(package), run_single_threaded=True)
-variants = {"eager": model, "torch.compile": compiled, "AOTInductor package": loaded}
-variants["package, run_single_threaded"] = single
-times, profs = {}, {}
-PROFILED = 10 if device == "cuda" else 5
+load = torch._inductor.aoti_load_package
+variants = {"eager": model, "torch.compile": torch.compile(model)}
+variants["AOTInductor package"] = load(str(package))
+variants["package, run_single_threaded"] = load(str(package), run_single_threaded=True)
 with torch.no_grad():
-    for name, fn in variants.items():
+    for fn in variants.values():
         fn(x), fn(x[:2]), fn(x)  # warm-up: torch.compile compiles here, once
-        frames = counters["frames"]["total"]
-        times[name], profs[name] = step_and_busy(lambda f=fn: f(x), PROFILED)
-        assert counters["frames"]["total"] == frames, f"{name}: compiled while timed"
-headers = ["steady state", f"batch {BATCH} (ms)", "spread (ms)", "GPU busy (%)"]
-print(f"{device_name}, torch {torch.__version__}, medians of back-to-back calls")
-print(tabulate([[name, *t] for name, t in times.items()], headers, "github", ".3f"))
-pairs = [("torch.compile", "eager"), ("AOTInductor package", "torch.compile")]
-for pair in pairs + [("package, run_single_threaded", "AOTInductor package")]:
-    attribute(*sorted(pair, key=lambda n: -times[n][0]), times, profs, PROFILED)
+    res = measure.compare({k: lambda f=f: f(x) for k, f in variants.items()}, device)
+rows = [[name, *res.cells(name)] for name in res]
+print(f"{device_name}, torch {torch.__version__}, batch {BATCH}")
+print(tabulate(rows, ["steady state", *res.headers()], "github", ["", *res.formats()]))
+for name, ref in zip(list(res)[1:], res):  # each row against the row above it
+    print(res.versus(name, ref))
 
 # %%
-# The spread is the interquartile range of the timing windows. Each line compares a row
-# with the one above it, slower first: it is slower only beyond both rows' spread, and
-# then the line names the parts of the profile that grew. Mechanisms to read them with:
-# compiled code fuses operations into fewer kernels; each call of ``torch.compile``-d
-# code passes through its guards and Python wrapper (``TorchDynamo Cache Lookup``,
-# ``Torch-Compiled Region``); the package runs the same kind of generated kernels from
-# its C++ wrapper, with no guards, after a Python entry point that flattens the inputs
-# and outputs. A loaded package also holds one *instance* of the compiled model (by
-# default) with an event that marks the end of its last run on the GPU; a call whose
-# instance is still running waits for that event (``cudaEventSynchronize``) before it
-# launches anything, so back-to-back calls do not queue ahead on the GPU, and each call's
-# CPU work between them shows as GPU idle time. ``run_single_threaded=True`` skips the
+# Each line compares a row with the one above it by their paired timing windows: a tie
+# when the interval of the ratio holds 1.00x, otherwise the parts of the step that moved
+# most. Mechanisms to read them with: compiled code fuses operations into fewer kernels;
+# each call of ``torch.compile``-d code passes through its guards and Python wrapper (the
+# ``guards`` and ``compiled-code entry`` parts, named ``waiting: ...`` on a GPU when the
+# GPU waited for them); the package runs the same kind of generated kernels from its C++
+# wrapper, with no guards, after a Python entry point that flattens the inputs and
+# outputs. A loaded package also holds one *instance* of the compiled model (by default)
+# with an event that marks the end of its last run on the GPU; a call whose instance is
+# still running waits for that event (``cudaEventSynchronize``) before it launches
+# anything, so back-to-back calls do not queue ahead on the GPU, and each call's CPU work
+# between them shows as time the GPU waited. ``run_single_threaded=True`` skips the
 # instances and their events: safe only when one thread at a time calls the package.
 #
 # Same function
@@ -654,15 +549,13 @@ for pair in pairs + [("package, run_single_threaded", "AOTInductor package")]:
 
 with torch.no_grad():
     reference = make_model(WIDTH, HEADS, LAYERS, device).double()(x.double()).cpu()
-    outputs = {name: fn(x) for name, fn in variants.items()}
+    outputs = {name: fn(x).cpu() for name, fn in variants.items()}
 for tag, name in zip(["compile", "artifacts", "package", "server", "cpp"], runs):
     outputs[f"fresh process: {name}"] = torch.load(work_dir / f"{tag}.pt")
-errors = {}
-for name, out in outputs.items():
-    errors[name] = ((out.double().cpu() - reference).norm() / reference.norm()).item()
-print(tabulate(errors.items(), ["output", "vs float64"], "github", floatfmt=".2e"))
-for name, err in errors.items():
-    assert err <= 3 * errors["eager"] + 1e-6, (name, err, errors["eager"])
+relative = lambda out: ((out.double() - reference).norm() / reference.norm()).item()  # noqa: E731
+error = {name: relative(out) for name, out in outputs.items()}
+print(tabulate(error.items(), ["output", "vs float64"], "github", floatfmt=".2e"))
+assert all(e <= 3 * error["eager"] + 1e-6 for e in error.values()), error
 
 # %%
 # What a package is bound to
@@ -743,7 +636,7 @@ assert len(bounds["raised"]) == 2, bounds
 # * `Control flow: torch.cond
 #   <https://docs.pytorch.org/docs/stable/cond.html>`__
 
-del variants, loaded, single  # a loaded package keeps its unpacked files until released
+del variants, fn  # a loaded package keeps its unpacked files until released
 work.cleanup()  # the package, the scripts, the caches and the outputs
 
 # sphinx_gallery_thumbnail_number = 1

@@ -51,12 +51,9 @@ Cutting compile time: caches, portable cache artifacts, regional compilation
 # says why that matters), and kept in a string, so that the fresh Python processes started
 # later build exactly the same model.
 
-import contextlib
 import json
 import os
-import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,7 +66,8 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 import matplotlib.pyplot as plt
 import torch
 from tabulate import tabulate
-from torch.profiler import ProfilerActivity, profile
+
+import measure
 
 MODEL_CODE = """
 import torch
@@ -98,8 +96,6 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 # The page keeps PyTorch's default float32 matmul precision; Inductor's hint to turn on
 # TF32 is about speed, not about compile time.
 warnings.filterwarnings("ignore", message=".*TensorFloat32")
-# A note from torch.profiler when a profile object is reused: each one here runs once.
-warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
 if device == "cuda":
     device_name = torch.cuda.get_device_name()
     WIDTH, HEADS, LAYERS, BATCH, SEQ = 1024, 16, 8, 8, 512
@@ -109,74 +105,6 @@ else:
 print(f"torch {torch.__version__} on {device_name}; {LAYERS} blocks, width {WIDTH}")
 model = make_model(WIDTH, HEADS, LAYERS, device)
 x = torch.randn(BATCH, SEQ, WIDTH, device=device)
-
-# %%
-# Helpers
-# -------
-#
-# ``step_and_busy`` times windows of ``steps`` back-to-back calls (the first warms up):
-# the median time of one call and the windows' spread (IQR). The last window runs under
-# ``torch.profiler``; on a GPU, the time in which at least one kernel ran, over that
-# window's own wall time, is the **busy** share: 85 % or more means bound by the GPU,
-# below it the GPU waits for the CPU (Python, guards, launches). ``attribute`` calls a row
-# slower than another only beyond both spreads, and then diffs the two profiles: the
-# parts that grew most.
-
-
-@torch.no_grad()  # the page compiles and times inference
-def step_and_busy(fn, steps):
-    """(median ms, spread ms, GPU busy % or None) of one call; a profile of `steps` calls."""
-    kinds = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
-    windows = []  # the first one compiles, if it has to, and warms up: not counted
-    for i in range(12):  # windows of `steps` back-to-back calls; the last one profiled
-        with profile(activities=kinds) if i == 11 else contextlib.nullcontext() as prof:
-            start = time.perf_counter()
-            for _ in range(steps):
-                fn(x)
-            torch.cuda.synchronize() if device == "cuda" else None
-            windows.append((time.perf_counter() - start) / steps * 1e3)
-    gpu_events = [e for e in prof.events() if e.device_type.name == "CUDA"]
-    kernels = [e.time_range for e in gpu_events if not e.is_user_annotation]
-    busy, reach = 0.0, float("-inf")  # the union of the kernels' intervals, in us
-    for span in sorted(kernels, key=lambda span: span.start):
-        busy += max(0.0, span.end - max(span.start, reach))
-        reach = max(reach, span.end)
-    q1, _, q3 = statistics.quantiles(windows[1:-1], n=4, method="inclusive")
-    share = busy / 10 / steps / windows[-1] if device == "cuda" else None  # us -> %
-    return (statistics.median(windows[1:-1]), q3 - q1, share), prof
-
-
-# cuBLAS's matmul kernels, by name: one part when GPU time is compared, since two rows
-# may run the same products in kernels of different names.
-GEMM = re.compile("gemm|gemv|nvjet|xmma|cutlass", re.I)
-
-
-def attribute(name, ref, times, profs, steps):
-    """Print whether `name` is slower than `ref` beyond both spreads and, if so, what grew."""
-    (t, spread, busy), (t0, spread0, busy0) = times[name], times[ref]
-    gap = t - t0
-    head = f"{name} vs {ref}: {t:.3f} vs {t0:.3f} ms ({gap:+.3f} ms)"
-    if abs(gap) <= max(spread, spread0) or gap < 0:
-        verdict = "within" if abs(gap) <= max(spread, spread0) else "faster beyond"
-        print(f"{head}, {verdict} the spread ({spread:.3f} and {spread0:.3f} ms)")
-        return
-    gpu = busy is not None and (t * busy - t0 * busy0) / 100 / gap >= 0.5
-    parts = {}
-    for sign, prof in ((1, profs[name]), (-1, profs[ref])):
-        for e in prof.key_averages():
-            kernel = e.device_type.name == "CUDA" and not e.is_user_annotation
-            us = e.self_device_time_total * kernel if gpu else e.self_cpu_time_total
-            key = "matmul kernels (all)" if gpu and GEMM.search(e.key) else e.key
-            parts[key] = parts.get(key, 0.0) + sign * us / 1e3 / steps
-    grew = [kv for kv in sorted(parts.items(), key=lambda kv: -kv[1])[:3] if kv[1] > 0]
-    covered = sum(ms for _, ms in grew)
-    named = "; ".join(f"{k[:48]} {ms:+.3f} ms" for k, ms in grew)
-    print(
-        f"{head}, slower beyond the spread. {'GPU kernel' if gpu else 'Self CPU'} time per"
-        f" step that grew most: {named}: {100 * covered / gap:.0f} % of the gap; "
-        f"the rest, {gap - covered:+.3f} ms net, over the other parts and the time outside every part"
-    )
-
 
 # %%
 # A fresh process, taken apart
@@ -374,9 +302,15 @@ plt.show()
 
 # %%
 # Regional compilation gives up fusion *across* blocks, and the loop over the blocks runs
-# as ordinary Python between the compiled graphs. The steady-state table measures each
-# variant in this process and checks it against a float64 copy of the model; each row is
-# compared with the row above it.
+# as ordinary Python between the compiled graphs. The steady-state table times the three
+# variants in this process, interleaved, after checking each against a float64 copy of
+# the model; the compiled variants compile before the timing starts, and the timing
+# asserts that nothing compiles while it runs. Timings come from the site's measurement core
+# (:ref:`measuring_recipe` explains it). Each line under the table compares a row with the
+# row above it: a tie when the interval of the paired ratio holds 1.00x, otherwise the
+# parts of the step that moved most (on a GPU, kernel time by family and the time the GPU
+# waited; on a CPU, the main thread's time by family, in which ``compiled code`` is the
+# compiled graphs' own kernels).
 
 variants = {"eager": model, "whole model": torch.compile(model, fullgraph=True)}
 variants["regional"] = make_model(WIDTH, HEADS, LAYERS, device)
@@ -385,21 +319,14 @@ for block in variants["regional"]:
 with torch.no_grad():  # a float64 copy of the model is the reference
     exact = make_model(WIDTH, HEADS, LAYERS, device).double()(x.double())
     errors = [float((f(x) - exact).norm() / exact.norm()) for f in variants.values()]
-assert max(errors) <= 3 * errors[0] + 1e-6, errors  # compiled within 3x eager's error
-times, profs = {}, {}
-for name, f in variants.items():
-    times[name], profs[name] = step_and_busy(f, steps=10)
-gpu = ["GPU busy %", "bound"] if device == "cuda" else []
-rows = []
-for (name, (t, spread, busy)), error in zip(times.items(), errors):
-    bound = [busy, "GPU" if busy >= 85 else "CPU"] if gpu else []
-    rows.append([name, t, spread, *bound, error])
-print(f"{device_name}, torch {torch.__version__}, input {BATCH} x {SEQ}, medians")
-headers = ["steady state", "step (ms)", "spread (ms)", *gpu, "error vs float64"]
-print(tabulate(rows, headers, "github", ".3g"))
-for ref, name in zip(times, list(times)[1:]):  # the slower of each pair is taken apart
-    slow, fast = sorted([name, ref], key=lambda k: -times[k][0])
-    attribute(slow, fast, times, profs, steps=10)
+    assert max(errors) <= 3 * errors[0] + 1e-6, errors  # within 3x eager's error
+    res = measure.compare({k: lambda f=f: f(x) for k, f in variants.items()}, device)
+rows = [[name, *res.cells(name), error] for name, error in zip(res, errors)]
+print(f"{device_name}, torch {torch.__version__}, input {BATCH} x {SEQ}")
+headers = ["steady state", *res.headers(), "error vs float64"]
+print(tabulate(rows, headers, "github", ["", *res.formats(), ".2e"]))
+print(res.versus("whole model", "eager"))
+print(res.versus("regional", "whole model"))
 shutil.rmtree(work_dir, ignore_errors=True)  # the script, the artifacts, the caches
 
 # %%
