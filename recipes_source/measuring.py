@@ -63,6 +63,7 @@ Measuring a compiled step
 
 import time
 
+import matplotlib.pyplot as plt
 import torch
 from tabulate import tabulate
 
@@ -184,6 +185,25 @@ print(f"part that grew most: {top} ({moved[top]:+.3f} ms)")
 tolerance = 0.25 if device == "cuda" else 0.5
 assert abs(moved[top] - alone.ms) <= tolerance * alone.ms + 0.02, (moved[top], alone.ms)
 assert top == ("GPU: eager elementwise" if device == "cuda" else "eager operators"), top
+
+# %%
+# The figure draws each step measured above as its parts (those of 2 % of the step or
+# more), without the profiler's stretch: a row's bar is as long as its step.
+
+rows = {**known, **gap}
+big = sorted(
+    {k for r in rows.values() for k, ms in r.parts.items() if ms > 0.02 * r.ms}
+)
+fig, ax = plt.subplots(figsize=(8, 0.8 + 0.45 * len(rows)), layout="tight")
+left = [0.0] * len(rows)
+for part in big:
+    widths = [max(r.parts.get(part, 0.0), 0.0) for r in rows.values()]
+    ax.barh(list(rows), widths, left=left, label=part)
+    left = [a + w for a, w in zip(left, widths)]
+ax.invert_yaxis()  # the first row on top
+ax.set(xlabel="ms per step (no profiler)", title=f"Each step's parts, {name}")
+ax.legend(loc="upper left", bbox_to_anchor=(1, 1), fontsize="small")
+plt.show()
 
 # %%
 # Reading a page's tables

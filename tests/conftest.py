@@ -194,6 +194,7 @@ def copy_build_machinery(dest):
         "requirements.txt",
         "requirements-docs.txt",
         "constraints-docs.txt",
+        "measure.py",
     ):
         shutil.copy(ROOT / name, dest / name)
     for name in ("sphinxext", "tools", "_static", "_templates"):

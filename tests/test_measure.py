@@ -80,25 +80,22 @@ def spin(ms):
         pass
 
 
-def test_a_known_delay_is_found_in_python_and_parts_add_up():
+def test_parts_add_up_and_a_delay_lands_in_python():
+    """What holds on a machine of any load (this test runs beside the site's build, at a
+    lower priority): parts that add up to the step, and a step that is mostly a spin
+    spends most of it in Python. The timed known answers run in recipes_source/measuring.py."""
     x = torch.randn(128, 128)
     results = measure.compare(
         {"short": lambda: (spin(1.0), x @ x), "long": lambda: (spin(3.0), x @ x)},
         "cpu",
-        rounds=7,
+        rounds=5,
     )
     for row in results.values():
         assert sum(row.parts.values()) == pytest.approx(row.ms)
-        assert row.busy is None and row.ms > 0
-    # The spin holds the CPU for at least 2 ms more (a busy machine can only add to it),
-    # and the parts must put the gap in Python, not in the product.
-    gap = results["long"].ms - results["short"].ms
-    grew = (
-        results["long"].parts[measure.PYTHON] - results["short"].parts[measure.PYTHON]
-    )
-    assert gap >= 1.8 and grew == pytest.approx(gap, rel=0.25), (gap, grew)
-    line = results.versus("long", "short")
-    assert "slower" in line and "Python and other host work +" in line
+        assert row.busy is None and row.ms > 0 and len(row.windows) == 5
+    long = results["long"].parts
+    assert max(long, key=long.get) == measure.PYTHON, long
+    assert "long vs short:" in results.versus("long", "short")
     assert not measure.PHYSICS_FAILURES
 
 
