@@ -119,14 +119,15 @@ def test_a_download_runs_with_no_file_of_the_project_beside_it(tmp_path):
     assert text.startswith('"""Title') and gallery.download_script(text) == text
 
 
-def test_a_notebook_gets_the_core_as_its_second_cell():
+def test_a_notebook_gets_the_core_after_its_install_cell_and_title():
     cells = [
         {"cell_type": "code", "source": "%pip install torch"},
+        {"cell_type": "markdown", "source": "# Title"},
         {"cell_type": "code", "source": "import measure"},
     ]
     notebook = gallery.download_notebook({"cells": cells})
-    assert gallery.CORE_CELL_MARK in notebook["cells"][1]["source"]
-    assert notebook["cells"][2]["source"] == "import measure"
+    assert gallery.CORE_CELL_MARK in notebook["cells"][2]["source"]
+    assert notebook["cells"][3]["source"] == "import measure"
     assert json.dumps(notebook)  # still plain JSON
 
 

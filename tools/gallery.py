@@ -438,7 +438,8 @@ def download_script(text, root=ROOT):
 
 
 def download_notebook(notebook, root=ROOT):
-    """A notebook (nbformat JSON as a dict) with the core's block as a cell after the first."""
+    """A notebook (nbformat JSON as a dict) with the core's block as a code cell after the
+    install cell and the title's cell."""
     cells = notebook.get("cells", [])
     code = "\n".join(
         "".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code"
@@ -452,5 +453,7 @@ def download_notebook(notebook, root=ROOT):
         "outputs": [],
         "source": core_block(root),
     }
-    notebook["cells"] = cells[:1] + [cell] + cells[1:]
+    # after the install cell and the page's title and cards (its docstring's cell)
+    at = 2 if len(cells) > 1 and cells[1].get("cell_type") == "markdown" else 1
+    notebook["cells"] = cells[:at] + [cell] + cells[at:]
     return notebook
