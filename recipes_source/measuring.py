@@ -101,7 +101,9 @@ def show(results, title):
 # The work of the step is a matrix product. The "delayed" variant spends ``DELAY_MS`` in
 # Python first, as a slow data loader or a long chain of small operators would. On a GPU
 # the product runs while the CPU spins, so the delayed step takes about the delay, and the
-# busy share must be the product's kernel time over that step. On a CPU nothing overlaps:
+# busy share must be the product's kernel time over that step. A check that needs no
+# profiler agrees: the host issues a GPU-bound step in a fraction of the step, and a
+# CPU-bound one in about the whole step. On a CPU nothing overlaps:
 # the delayed step is the product plus the delay, and the part called Python must hold
 # the delay.
 
@@ -125,6 +127,11 @@ if device == "cuda":
         f"busy share of the delayed step: {slow.busy:.0f} %, expected {expected:.0f} %"
     )
     assert abs(slow.busy - expected) <= 10, (slow.busy, expected)
+    # without the profiler: how long the host takes to issue a step without waiting
+    issue = "; ".join(
+        f"{r.name} {r.issue_ms:.3f} of {r.ms:.3f} ms" for r in (product, slow)
+    )
+    print(f"host time to issue one step, of the step: {issue}")
 else:
     python = slow.parts[measure.PYTHON] - product.parts.get(measure.PYTHON, 0.0)
     print(f"Python part grew by {python:.3f} ms for a {DELAY_MS} ms delay")
