@@ -243,8 +243,7 @@ class Results(dict):
         r, r0 = self[name], self[ref]
         gap = r.ms - r0.ms
         mid, lo, hi, conf = self.ratio(name, ref)
-        # three decimals where two would round a bound onto 1.00
-        lo_, hi_ = (f"{x:.{2 + (0 < abs(x - 1) < 0.005)}f}" for x in (lo, hi))
+        lo_, hi_ = (_digits(x) for x in (lo, hi))
         head = (
             f"{label}{name} vs {ref}: {r.ms:.3f} vs {r0.ms:.3f} ms ({gap:+.3f} ms; "
             f"{mid:.2f}x, {100 * conf:.0f} % interval {lo_}-{hi_}x)"
@@ -267,6 +266,15 @@ class Results(dict):
             f"{words}: {100 * (gap - residual) / gap:.0f} % of the gap; "
             f"smaller parts {residual:+.3f} ms"
         )
+
+
+def _digits(x):
+    """x with two decimals, or as many more (up to five) as keep it off 1.00 when it is
+    not exactly 1: a bound printed as 1.00 would read as a tie."""
+    digits = 2
+    while digits < 5 and x != 1 and round(x, digits) == 1:
+        digits += 1
+    return f"{x:.{digits}f}"
 
 
 def _profile_row(step, steps, device):

@@ -62,6 +62,9 @@ def test_paired_ratio_and_its_interval():
     mid, lo, hi, conf = results.ratio("b", "a")
     assert (mid, lo, hi) == pytest.approx((1.5, 1.5, 1.5))
     assert conf == pytest.approx(1 - 2 * 10 / 512)  # 9 rounds: 2nd to 8th of 9
+    assert [measure._digits(x) for x in (0.9996, 1.0, 1.004, 0.87)] == [
+        "0.9996", "1.00", "1.004", "0.87"
+    ]  # fmt: skip
     results["c"] = measure.Row("c", 1.0, 0.1, [1.0, 1.1, 0.9] * 3, 1.0)
     assert "a tie" in results.versus("c", "a")
 
