@@ -16,16 +16,24 @@ downloaded script and notebook, so a download runs with no other file beside it.
 * :meth:`Results.versus` judges two variants by their paired windows (the ratio and an
   interval on it) and, when they differ, prints the parts of the gap.
 * :func:`cold_compile` times a first call from an empty compile cache and proves it was one.
+* :func:`watch_cxx` counts the seconds the C++ compiler runs, apart from the rest of a compile.
+* :func:`require` stops a page at its first cell, in one line, where it cannot run.
 """
 
 import bisect
+import hashlib
 import math
 import os
 import re
+import shlex
+import shutil
 import statistics
+import sys
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # The profiler's library logs each start and stop; it reads this when torch loads, which
 # in a download is here, before the page's own imports.
@@ -437,6 +445,9 @@ class Cold:
     compiling: float  # of which Dynamo, AOTAutograd and Inductor compiled
     graphs: int  # graphs compiled
     result: object
+    cxx: float = (
+        None  # of the wall time, seconds the C++ compiler ran (watch_cxx; else None)
+    )
 
 
 def cold_compile(fn, *args, device="cpu", reset=True, **kwargs):
@@ -455,10 +466,11 @@ def cold_compile(fn, *args, device="cpu", reset=True, **kwargs):
     ]
     done = len(compilation_time_metrics.get("_compile.compile_inner", []))
     with fresh_cache():
-        start = time.perf_counter()
+        start, wall = time.perf_counter(), time.time()
         result = fn(*args, **kwargs)
         _sync(device)
         seconds = time.perf_counter() - start
+    cxx = _CXX.seconds(wall, time.time()) if _CXX else None
     after = [counters["inductor"][k] for k in keys] + [
         counters["stats"]["unique_graphs"]
     ]
@@ -467,4 +479,95 @@ def cold_compile(fn, *args, device="cpu", reset=True, **kwargs):
     assert miss + bypass > 0 and hit == 0, dict(zip(keys, (miss, bypass, hit)))
     assert graphs > 0, "nothing was compiled"
     compiling = sum(compilation_time_metrics.get("_compile.compile_inner", [])[done:])
-    return Cold(seconds, compiling, graphs, result)
+    return Cold(seconds, compiling, graphs, result, cxx)
+
+
+class CxxWatch:
+    """The C++ compiler's runs, logged by a wrapper that Inductor calls in its place."""
+
+    def __init__(self, real):
+        folder = Path(tempfile.gettempdir()) / f"measure-cxx-{os.getuid()}"
+        folder /= hashlib.sha1(real.encode()).hexdigest()[:10]
+        folder.mkdir(parents=True, exist_ok=True)
+        # the wrapper keeps the compiler's own name: Inductor picks flags by that name
+        self.path, self.log = folder / Path(real).name, folder / "runs.log"
+        script = (
+            "#!/bin/sh\n"
+            "s=$(date +%s.%N)\n"
+            f'"{real}" "$@"\n'
+            "r=$?\n"
+            f'echo "$s $(date +%s.%N)" >> "{self.log}"\n'
+            "exit $r\n"
+        )
+        if not self.path.exists() or self.path.read_text() != script:
+            tmp = folder / f".{os.getpid()}"
+            tmp.write_text(script)
+            tmp.chmod(0o755)
+            tmp.replace(self.path)
+
+    def seconds(self, start, end):
+        """Wall seconds between two time.time() readings during which a compiler ran: in
+        this process, its compile workers, or any process started with this setting (runs
+        of other programs on the machine that use the same compiler count too)."""
+        if not self.log.exists():
+            return 0.0
+        spans = []
+        for line in self.log.read_text().split("\n"):
+            try:
+                s, e = map(float, line.split())
+            except ValueError:
+                continue  # a line another process is still writing
+            if e > start and s < end:
+                spans.append((max(s, start) * 1e3, min(e, end) * 1e3))
+        return _union(spans)[0] / 1e3
+
+
+_CXX = None
+
+
+def watch_cxx():
+    """Have Inductor call the C++ compiler through a wrapper that logs each run, so that
+    a compile's time in the compiler can be told apart (Linux; elsewhere returns None).
+    The wrapper is also named in CXX, for the processes this one starts. Call it before
+    the compiles it should see; Cold.cxx and CxxWatch.seconds read the log."""
+    global _CXX
+    from torch._inductor import config
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        command = shlex.split(get_cpp_compiler())
+    except Exception:  # no compiler: the page's own checks say so
+        return None
+    real = shutil.which(command[0]) if len(command) == 1 else None
+    if real is None:  # a launcher such as "ccache g++" is left alone
+        return None
+    if _CXX is None or Path(real) != _CXX.path:
+        _CXX = CxxWatch(real)
+    config.cpp.cxx = (str(_CXX.path),)
+    os.environ["CXX"] = str(_CXX.path)
+    return _CXX
+
+
+def require(linux=False, cxx=False, triton=False, gpus=0):
+    """Stop at the page's first cell, with one line, where the page cannot run."""
+    missing = []
+    if linux and not sys.platform.startswith("linux"):
+        missing.append(f"Linux (this is {sys.platform})")
+    if triton:
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            missing.append("Triton (pip install triton; wheels exist for Linux)")
+    if cxx:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        try:
+            get_cpp_compiler()
+        except Exception:
+            missing.append("a C++ compiler (install g++ or clang++, or set CXX)")
+    if gpus and torch.cuda.device_count() < gpus:
+        missing.append(f"{gpus} CUDA GPUs (found {torch.cuda.device_count()})")
+    if missing:
+        raise SystemExit("This page needs " + ", ".join(missing) + ".")

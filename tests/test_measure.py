@@ -144,3 +144,27 @@ def test_every_tutorial_measures_with_the_core():
         text = (ROOT / t.source).read_text(encoding="utf-8")
         assert gallery.imports_core(text), t.source
         assert "def step_and_busy" not in text and "def attribute" not in text, t.source
+
+
+def test_a_page_that_cannot_run_here_stops_with_one_line():
+    code = "import measure; measure.require(linux=True, gpus=99); print('ran on')"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "ran on" not in done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert lines == ["This page needs 99 CUDA GPUs (found 0)."], done.stderr
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the wrapper is Linux's"
+)
+def test_the_cxx_watch_counts_the_compilers_runs_and_nothing_else():
+    watch = measure.watch_cxx()
+    assert watch is not None and os.environ["CXX"] == str(watch.path)
+    start = time.time()
+    subprocess.run([watch.path, "--version"], check=True, capture_output=True)
+    time.sleep(0.2)  # a pause in which the compiler does not run
+    ran = watch.seconds(start, time.time())
+    assert 0.0 < ran < 0.15, ran
+    assert watch.seconds(start - 10, start) == 0.0
