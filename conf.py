@@ -61,7 +61,7 @@ sphinx_gallery_conf = {
     # tutorials side by side share the machine, and so would their printed timings.
     "parallel": int(os.environ.get("GALLERY_JOBS") or 1),
     "ignore_pattern": gallery.IGNORE_PATTERN,
-    "within_subsection_order": "FileNameSortKey",
+    "within_subsection_order": "sphinxext.order.ReadingOrder",
     # The recorder comes last: its clock starts after the reset.
     "reset_modules": (
         "matplotlib",

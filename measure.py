@@ -179,6 +179,9 @@ class Row:
     busy_ms: float = None  # GPU kernel time per step (None on a CPU)
     issue_ms: float = None  # host time to issue one step without waiting (GPU only)
     parts: dict = field(default_factory=dict)  # part -> ms per step; sums to ms
+    kernels: dict = field(
+        default_factory=dict
+    )  # GPU: kernel family -> kernels per step
 
     @property
     def busy(self):
@@ -337,7 +340,10 @@ def _profile_row(step, steps, device):
                 segments, op_threads, launches, starts, g1, window.thread
             )
             _charge(segments.get(thread, ([], [])), g0, g1, idle)
-    return (hi - lo) * to_ms, busy * to_ms, parts | {"idle": idle}
+    count = {}
+    for fam in kernels.values():
+        count[fam] = count.get(fam, 0) + 1 / steps
+    return (hi - lo) * to_ms, busy * to_ms, parts | {"idle": idle, "kernels": count}
 
 
 _LAUNCH = re.compile(dict(CPU_FAMILIES)["kernel launches"])
@@ -419,7 +425,7 @@ def compare(
         if busy_ms is None:  # the main thread's parts, scaled to the unprofiled step
             row.parts = {k: v * median / profiled_ms for k, v in parts.items()}
         else:  # kernel time as measured; the wait, in the profiled proportions
-            idle = parts.pop("idle")
+            idle, row.kernels = parts.pop("idle"), parts.pop("kernels")
             wait, total = median - busy_ms, sum(idle.values()) or 1.0
             row.parts = parts | {
                 f"waiting: {k}": wait * v / total for k, v in idle.items()
@@ -486,17 +492,22 @@ class CxxWatch:
     """The C++ compiler's runs, logged by a wrapper that Inductor calls in its place."""
 
     def __init__(self, real):
-        folder = Path(tempfile.gettempdir()) / f"measure-cxx-{os.getuid()}"
-        folder /= hashlib.sha1(real.encode()).hexdigest()[:10]
+        base = Path(tempfile.gettempdir()) / f"measure-cxx-{os.getuid()}"
+        folder = base / hashlib.sha1(real.encode()).hexdigest()[:10]
+        if Path(real).parent.parent == base:  # already the wrapper (a child process)
+            folder, real = Path(real).parent, self._real(Path(real))
         folder.mkdir(parents=True, exist_ok=True)
         # the wrapper keeps the compiler's own name: Inductor picks flags by that name
-        self.path, self.log = folder / Path(real).name, folder / "runs.log"
+        self.path = folder / Path(real).name
+        # each process tree logs to its own file (set when this module loads, so compile
+        # workers and child processes inherit it); others' runs never count here
+        self.log = Path(os.environ[CXX_LOG])
         script = (
             "#!/bin/sh\n"
             "s=$(date +%s.%N)\n"
             f'"{real}" "$@"\n'
             "r=$?\n"
-            f'echo "$s $(date +%s.%N)" >> "{self.log}"\n'
+            f'[ -n "${CXX_LOG}" ] && echo "$s $(date +%s.%N)" >> "${CXX_LOG}"\n'
             "exit $r\n"
         )
         if not self.path.exists() or self.path.read_text() != script:
@@ -504,6 +515,10 @@ class CxxWatch:
             tmp.write_text(script)
             tmp.chmod(0o755)
             tmp.replace(self.path)
+
+    @staticmethod
+    def _real(wrapper):
+        return re.search(r'^"(.*)" "\$@"$', wrapper.read_text(), re.M).group(1)
 
     def seconds(self, start, end):
         """Wall seconds between two time.time() readings during which a compiler ran: in
@@ -523,6 +538,10 @@ class CxxWatch:
 
 
 _CXX = None
+CXX_LOG = "MEASURE_CXX_LOG"
+os.environ.setdefault(
+    CXX_LOG, str(Path(tempfile.gettempdir()) / f"measure-cxx-{os.getpid()}.log")
+)
 
 
 def watch_cxx():
@@ -545,7 +564,7 @@ def watch_cxx():
         return None
     if _CXX is None or Path(real) != _CXX.path:
         _CXX = CxxWatch(real)
-    config.cpp.cxx = (str(_CXX.path),)
+    config.cpp.cxx = (None, str(_CXX.path))  # as a process started with CXX set has it
     os.environ["CXX"] = str(_CXX.path)
     return _CXX
 

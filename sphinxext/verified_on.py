@@ -1,6 +1,7 @@
 """The "Verified on" table under each tutorial's title, and the build report.
 
-The table lists the runs of the page's current source: the committed records
+Above the table, the page's needs (``sphinxext.needs``). The table lists the runs of
+the page's current source: the committed records
 (``records/*.json``, written by ``python -m tools.verify``) whose checksum matches the
 source, and this build's own record (``<gallery>/<stem>.record.json``, written by
 ``sphinxext.record``). Records of an older source are left out; the validator names them.
@@ -19,6 +20,7 @@ Setting up this extension also sets up ``sphinxext.memory`` (footers of unmeasur
 import re
 from pathlib import Path
 
+from sphinxext.needs import line
 from tools import gallery
 
 # The first title of a generated page: a text line underlined with "=".
@@ -105,9 +107,13 @@ def _add_table(app, docname, source):
         app.env.verified_on = {}
     app.env.verified_on[docname] = records
     match = _TITLE.search(source[0])
-    if not records or match is None:
+    needs = line(tutorial, records)
+    if not (records or needs) or match is None:
         return
-    text = f"\n{table(records)}\n"
+    text = (
+        "\n" + (f"{needs}\n\n" if needs else "") + (table(records) if records else "")
+    )
+    text += "\n"
     source[0] = source[0][: match.end()] + text + source[0][match.end() :]
 
 
@@ -145,6 +151,7 @@ def _write_report(app, exception):
 
 def setup(app):
     app.setup_extension("sphinxext.memory")
+    app.setup_extension("sphinxext.needs")
     app.connect("source-read", _add_table)
     app.connect("env-get-outdated", _outdated)
     app.connect("env-merge-info", _merge)

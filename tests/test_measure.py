@@ -164,7 +164,8 @@ def test_the_cxx_watch_counts_the_compilers_runs_and_nothing_else():
     assert watch is not None and os.environ["CXX"] == str(watch.path)
     start = time.time()
     subprocess.run([watch.path, "--version"], check=True, capture_output=True)
+    wall = time.time() - start  # what the run took, however loaded the machine
     time.sleep(0.2)  # a pause in which the compiler does not run
     ran = watch.seconds(start, time.time())
-    assert 0.0 < ran < 0.15, ran
+    assert 0.0 < ran <= wall + 0.01, (ran, wall)
     assert watch.seconds(start - 10, start) == 0.0

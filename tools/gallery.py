@@ -49,6 +49,40 @@ MULTI_GPU_COUNT = 2
 RUN_AS = {"build": "site build", "script": "script", "notebook": "notebook"}
 
 
+# Each gallery's pages in reading order (its index and the home page's cards follow it),
+# with what a page needs beyond PyTorch: shown under its title and on its card. On a CPU,
+# Inductor compiles C++, so every page that compiles there needs a C++ compiler.
+_ANY = "any OS; a GPU is optional (the page runs on CPU); on CPU, a C++ compiler"
+PAGES = {
+    "intermediate_source/torch_compile_tutorial.py": _ANY,
+    "intermediate_source/debugging_tutorial.py": _ANY,
+    "intermediate_source/dynamic_shapes_tutorial.py": _ANY,
+    "intermediate_source/compiled_autograd_tutorial.py": _ANY,
+    "intermediate_source/compiled_training_tutorial.py": _ANY,
+    "intermediate_source/llm_decode_tutorial.py": "any OS; one CUDA GPU with 16 GB for "
+    "its 1 B-parameter model (the CPU runs a small one); on CPU, a C++ compiler",
+    "intermediate_source/triton_custom_op_tutorial.py": "Triton (wheels for Linux); a GPU "
+    "is optional (the CPU checks the kernels in Triton's interpreter); on CPU, a C++ "
+    "compiler",
+    "intermediate_source/export_aoti_tutorial.py": "Linux; a C++ compiler that links "
+    "libstdc++ dynamically; a GPU is optional",
+    "intermediate_source/distributed_compile_tutorial.py": "Linux; two CUDA GPUs with 40 GB "
+    "each for the GPU path (otherwise two CPU processes); on CPU, a C++ compiler",
+    "recipes_source/compiling_optimizer.py": _ANY,
+    "recipes_source/compiling_optimizer_lr_scheduler.py": _ANY,
+    "recipes_source/foreach_map.py": _ANY,
+    "recipes_source/compile_time.py": _ANY,
+    "recipes_source/measuring.py": _ANY,
+}
+
+
+def reading_order(source):
+    """A sort key: reading order; a source PAGES lacks comes after, by name (a test
+    requires every tutorial of the site in PAGES)."""
+    order = list(PAGES)
+    return (order.index(source), "") if source in order else (len(order), source)
+
+
 def requirements(root=ROOT):
     """The lines of requirements.txt's "What the tutorials import" block: the packages a
     reader needs, with their lower bounds (``torch>=2.9``)."""
