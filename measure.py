@@ -18,10 +18,13 @@ downloaded script and notebook, so a download runs with no other file beside it.
 * :func:`cold_compile` times a first call from an empty compile cache and proves it was one.
 * :func:`watch_cxx` counts the seconds the C++ compiler runs, apart from the rest of a compile.
 * :func:`require` stops a page at its first cell, in one line, where it cannot run.
+* :func:`headline` keeps the few results a page's conclusion rests on, for the site's run
+  records (each page's "across machines" table).
 """
 
 import bisect
 import hashlib
+import json
 import math
 import os
 import re
@@ -49,9 +52,9 @@ BUSY_TOLERANCE = 5.0  # %: kernel timestamps carry a few microseconds of error e
 # GPU kernels by family, first match wins (names as the profiler shows them).
 KERNEL_FAMILIES = [
     ("communication", r"nccl"),
+    ("compiled kernels", r"^triton_"),  # Inductor's, whatever operator they came from
     ("attention", r"flash|fmha|attention|sdpa|efficient_attention"),
-    ("compiled kernels", r"^triton_"),
-    ("matmul", r"gemm|gemv|nvjet|xmma|cutlass|cublas|conv|winograd|implicit"),
+    ("matmul", r"gemm|gemv|nvjet|xmma|cutlass|cublas|conv(?!ert)|winograd|implicit"),
     ("optimizer", r"multi_tensor|fused_adam|FusedAdam|adam|_foreach"),
     ("copies", r"^Memcpy|^Memset|copy|CatArray"),
     ("eager elementwise", r"elementwise|vectorized|unrolled|reduce|softmax|norm|index"),
@@ -590,3 +593,17 @@ def require(linux=False, cxx=False, triton=False, gpus=0):
         missing.append(f"{gpus} CUDA GPUs (found {torch.cuda.device_count()})")
     if missing:
         raise SystemExit("This page needs " + ", ".join(missing) + ".")
+
+
+HEADLINES = {}  # label -> [value, unit]: this run's headline results
+HEADLINES_FILE = "MEASURE_HEADLINES"  # where the site's build or verifier collects them
+
+
+def headline(label, value, unit=""):
+    """Keep one of the few results a page's conclusion rests on (a speed-up, a share of
+    the roofline, tokens/s, a compile time). It prints nothing: the site's run records
+    keep it, to show the page's results across the machines that ran it."""
+    HEADLINES[label] = [round(float(value), 4), unit]
+    path = os.environ.get(HEADLINES_FILE)
+    if path:
+        Path(path).write_text(json.dumps(HEADLINES))

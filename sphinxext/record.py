@@ -8,12 +8,16 @@ machine has fewer) and tells ``sphinxext.memory`` what to measure; after it, it 
 on the page and gathers the records into the build report.
 """
 
+import json
+import os
+import sys
 import time
 from pathlib import Path
 
 from sphinxext import memory, profiling
 from tools import gallery
 
+HEADLINES_FILE = "MEASURE_HEADLINES"  # measure.HEADLINES_FILE: where headline() writes
 _started = {}  # fname -> (clock, environment, runner label)
 
 
@@ -22,6 +26,12 @@ def _tutorial(gallery_conf, fname):
         if tutorial.source.endswith(f"/{fname}"):
             return tutorial
     raise FileNotFoundError(f"{fname} is in none of {gallery_conf['examples_dirs']}")
+
+
+def page_headlines(gallery_conf, tutorial):
+    """Where the page's headline results are written while it runs."""
+    page = tutorial.generated(gallery_conf["src_dir"])
+    return page.with_suffix(".headlines.json")
 
 
 def record_run(gallery_conf, fname, when):
@@ -33,10 +43,20 @@ def record_run(gallery_conf, fname, when):
         env = gallery.environment(label, facts)
         memory.start_example(memory.kind_for(gallery.run_device(facts, label)["gpus"]))
         profiling.start_example()
-        _started[fname] = (time.perf_counter(), env, label)
+        headlines = page_headlines(gallery_conf, tutorial)
+        headlines.unlink(missing_ok=True)
+        os.environ[HEADLINES_FILE] = str(headlines)
+        if "measure" in sys.modules:  # the core of the page before: its results are its
+            sys.modules["measure"].HEADLINES.clear()
+        host = gallery.host_facts()
+        _started[fname] = (time.perf_counter(), env, label, host)
         return
-    start, env, label = _started.pop(fname)
+    start, env, label, host = _started.pop(fname)
     seconds = time.perf_counter() - start
+    host = gallery.host_record(host, gallery.host_facts())
+    os.environ.pop(HEADLINES_FILE, None)
+    headlines = page_headlines(gallery_conf, tutorial)
+    headlines = json.loads(headlines.read_text()) if headlines.is_file() else None
     page = tutorial.generated(gallery_conf["src_dir"])
     source = gallery.checksum(page.with_suffix(".py"))  # the copy that just ran
     # sphinx-gallery writes its checksum only after a run without an exception.
@@ -55,6 +75,8 @@ def record_run(gallery_conf, fname, when):
         peak_memory_kind=None if peak is None else memory.kind(),
         gpu_peak_memory_mib=None if gpu_peak is None else round(gpu_peak, 1),
         how="build",
+        headlines=headlines,
+        host=host,
         # A multi-GPU page profiles inside the worker processes it starts: not seen here.
         profiler_seconds=None
         if label == gallery.MULTI_GPU

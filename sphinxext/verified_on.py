@@ -20,6 +20,7 @@ Setting up this extension also sets up ``sphinxext.memory`` (footers of unmeasur
 import re
 from pathlib import Path
 
+from sphinxext.across import table as across_table
 from sphinxext.needs import line
 from tools import gallery
 
@@ -110,9 +111,11 @@ def _add_table(app, docname, source):
     needs = line(tutorial, records)
     if not (records or needs) or match is None:
         return
-    text = (
-        "\n" + (f"{needs}\n\n" if needs else "") + (table(records) if records else "")
-    )
+    own = tutorial.generated(app.srcdir).with_suffix(gallery.RECORD_SUFFIX)
+    own = gallery.read_record(own) if own.is_file() else None
+    across = across_table(records, own)
+    text = "\n" + (f"{needs}\n\n" if needs else "")
+    text += (table(records) if records else "") + (f"\n{across}" if across else "")
     text += "\n"
     source[0] = source[0][: match.end()] + text + source[0][match.end() :]
 
@@ -152,6 +155,7 @@ def _write_report(app, exception):
 def setup(app):
     app.setup_extension("sphinxext.memory")
     app.setup_extension("sphinxext.needs")
+    app.setup_extension("sphinxext.across")
     app.connect("source-read", _add_table)
     app.connect("env-get-outdated", _outdated)
     app.connect("env-merge-info", _merge)

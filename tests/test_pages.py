@@ -36,3 +36,65 @@ def test_home_page_cards_follow_reading_order_and_show_needs():
     for folder in gallery.GALLERIES:
         shown = [s for s in order if s.startswith(folder)]
         assert shown == [s for s in gallery.PAGES if s.startswith(folder)], folder
+
+
+def _record(device, torch_version, value, loop=(40.0, 41.0), load=(0.5, 0.6), **kw):
+    return gallery.RunRecord(
+        source="intermediate_source/llm_decode_tutorial.py",
+        checksum="x",
+        passed=True,
+        device=device,
+        torch=torch_version,
+        triton=None,
+        python="3.12",
+        date="2026-11-28",
+        seconds=60.0,
+        peak_memory_mib=None,
+        peak_memory_kind=None,
+        how="build",
+        **{
+            "headlines": {"tokens/s": [value, "tokens/s"], "% of copy": [80.5, "%"]},
+            "host": {"cores": 2, "loop_ms": list(loop), "load": list(load)},
+            **kw,
+        },
+    )
+
+
+def test_a_pages_results_across_machines_show_each_run_and_its_host():
+    from sphinxext.across import table
+
+    gpu = _record("NVIDIA H100 80GB HBM3", "2.11.0", 1099.0)
+    slow = _record("CPU (laptop)", "2.9.1", 12.5, loop=(90.0, 130.0), load=(5.0, 5.0))
+    text = table([gpu, slow], own=gpu)
+    assert "(shown below)" in text.split("NVIDIA H100")[1].split("\n")[0]
+    assert "1,099 tokens/s" in text and "12.5 tokens/s" in text and "80.5 %" in text
+    assert "a slower host: 2.2x the fastest run's loop" in text
+    assert "busy: load 5.0 on 2 cores" in text
+    assert "slowed during the run: loop 90 -> 130 ms" in text
+    assert table([_record("CPU", "2.9.1", 1.0, headlines=None)]) == ""
+
+
+def test_the_site_results_page_takes_its_numbers_from_the_records(monkeypatch):
+    import sphinxext.across as across
+    import sphinxext.verified_on as verified_on
+
+    runs = [
+        _record("NVIDIA H100 80GB HBM3", "2.11.0", 1099.0),
+        _record("CPU (x)", "2.15.0", 20.0),
+        _record("CPU (x)", "2.9.1", 15.0),
+    ]
+    monkeypatch.setattr(
+        verified_on,
+        "shown_records",
+        lambda srcdir, t: runs if t.stem == "llm_decode_tutorial" else [],
+    )
+    rows = {doc: (label, cells) for doc, label, cells in across.summary_rows(ROOT)}
+    assert len(rows) == len(gallery.PAGES)
+    label, cells = rows["intermediate/llm_decode_tutorial"]
+    assert label == "tokens/s"
+    assert cells == {
+        "1 GPU": "1,099 tokens/s (NVIDIA H100 80GB HBM3)",
+        "CPU, oldest PyTorch": "15 tokens/s (2.9.1)",
+        "CPU, newest PyTorch": "20 tokens/s (2.15.0)",
+    }
+    assert rows["intermediate/torch_compile_tutorial"][0] == "(no headline result yet)"

@@ -66,8 +66,8 @@ PAGES = {
     "compiler",
     "intermediate_source/export_aoti_tutorial.py": "Linux; a C++ compiler that links "
     "libstdc++ dynamically; a GPU is optional",
-    "intermediate_source/distributed_compile_tutorial.py": "Linux; two CUDA GPUs with 40 GB "
-    "each for the GPU path (otherwise two CPU processes); on CPU, a C++ compiler",
+    "intermediate_source/distributed_compile_tutorial.py": "Linux; two CUDA GPUs with about 58 "
+    "GB free each for the GPU path (otherwise two CPU processes); on CPU, a C++ compiler",
     "recipes_source/compiling_optimizer.py": _ANY,
     "recipes_source/compiling_optimizer_lr_scheduler.py": _ANY,
     "recipes_source/foreach_map.py": _ANY,
@@ -229,6 +229,12 @@ class RunRecord:
     # start (MiB). None: the page ran on no GPU of the build process (a CPU page, a multi-GPU
     # page's workers, tools.verify).
     gpu_peak_memory_mib: float | None = None
+    # The page's headline results, {label: [value, unit]} (measure.headline). None: the
+    # page kept none, or the run predates them.
+    headlines: dict | None = None
+    # The host while the page ran (host_facts before and after it): {"cores", "loop_ms":
+    # [before, after], "load": [before, after]}. None: not measured.
+    host: dict | None = None
 
     @classmethod
     def from_dict(cls, data):
@@ -268,6 +274,32 @@ class RunRecord:
     def torch_release(self):
         """(major, minor) of the PyTorch version, e.g. (2, 9)."""
         return tuple(int(p) for p in re.findall(r"\d+", self.torch)[:2])
+
+
+def host_facts():
+    """The host's speed and load now: a fixed single-thread Python loop's time (median of
+    five, ms; a slower or busier host takes longer) and the 1-minute load average."""
+    import statistics
+    import time
+
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        total = 0
+        for i in range(300_000):
+            total += i * i % 7
+        times.append((time.perf_counter() - start) * 1e3)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return statistics.median(times), load
+
+
+def host_record(before, after):
+    """The record's ``host`` from host_facts() taken before and after a page."""
+    return {
+        "cores": os.cpu_count(),
+        "loop_ms": [round(before[0], 1), round(after[0], 1)],
+        "load": [None if x[1] is None else round(x[1], 2) for x in (before, after)],
+    }
 
 
 def _cpu_name():

@@ -141,7 +141,10 @@ def run_one(python, root, tutorial, facts, timeout, logs):
             if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
             and not k.startswith(("TORCHINDUCTOR_", "TRITON_"))
         }
+        headlines = Path(tmp) / "headlines.json"
         env.update(MPLBACKEND="Agg", TMPDIR=tmp, TEMP=tmp, TMP=tmp)
+        env["MEASURE_HEADLINES"] = str(headlines)  # measure.headline() writes there
+        before = gallery.host_facts()
         log = logs / f"{tutorial.stem}.log"
         start = time.perf_counter()
         with open(log, "w") as out:
@@ -161,10 +164,14 @@ def run_one(python, root, tutorial, facts, timeout, logs):
             timer.cancel()
             if proc.returncode < 0 and seconds >= timeout:
                 out.write(f"\nverify: stopped after {timeout:.0f} s\n")
+        host = gallery.host_record(before, gallery.host_facts())
+        found = json.loads(headlines.read_text()) if headlines.is_file() else None
     return gallery.RunRecord(
         source=tutorial.source,
         checksum=checksum,
         passed=proc.returncode == 0,
+        headlines=found,
+        host=host,
         **env_info,
         date=gallery.today(),
         seconds=round(seconds, 2),
