@@ -252,11 +252,37 @@ class Results(dict):
         k = max(k, 1)
         return statistics.median(ratios), ratios[k - 1], ratios[n - k], 1 - 2 * mass
 
-    def versus(self, name, ref, label=""):
-        """The line that compares two variants, and the parts of the gap if they differ."""
+    def against(self, ref, label=None, headlines=False):
+        """One line: which variants are faster than ref, tied with it, slower (by their
+        paired intervals), each with its median ratio; headlines=True keeps each
+        variant's speed-up over ref as a headline result."""
+        groups = {"faster than": [], "tied with": [], "slower than": []}
+        for name in self:
+            if name != ref:
+                mid, lo, hi, _ = self.ratio(name, ref)
+                word = (
+                    "faster than"
+                    if hi < 1
+                    else "slower than"
+                    if lo > 1
+                    else "tied with"
+                )
+                groups[word].append(f"{name} ({mid:.2f}x)")
+                if headlines:
+                    headline(f"{name} vs {ref}", 1 / mid, "x")
+        ref = label or ref
+        return "; ".join(
+            f"{k} {ref}: {', '.join(v) or 'none'}" for k, v in groups.items()
+        )
+
+    def versus(self, name, ref, label="", headline_as=None):
+        """The line that compares two variants, and the parts of the gap if they differ.
+        headline_as: keep ref's time over name's (a speed-up) as a headline result."""
         r, r0 = self[name], self[ref]
         gap = r.ms - r0.ms
         mid, lo, hi, conf = self.ratio(name, ref)
+        if headline_as:
+            headline(headline_as, 1 / mid, "x")
         lo_, hi_ = (_digits(x) for x in (lo, hi))
         head = (
             f"{label}{name} vs {ref}: {r.ms:.3f} vs {r0.ms:.3f} ms ({gap:+.3f} ms; "
@@ -375,7 +401,14 @@ def _launcher(segments, op_threads, launches, starts, t, default):
 
 
 def compare(
-    steps, device, rounds=9, window_ms=10.0, profiled=10, max_calls=200, calls=None
+    steps,
+    device,
+    rounds=9,
+    window_ms=10.0,
+    profiled=10,
+    max_calls=200,
+    calls=None,
+    roofline_ms=None,
 ):
     """Time each step (a dict of name -> callable) in interleaved windows, then profile it.
 
@@ -383,6 +416,8 @@ def compare(
     in an order that rotates. A window is back-to-back calls, enough for about
     `window_ms`, or `calls` of them (processes that must run the same steps, such as the
     ranks of a distributed job, pass it). Nothing may compile while timing (asserted).
+    Every row is checked against physics (:meth:`Row.check`), with ``roofline_ms`` (the
+    time to move the bytes a step must move, at copy speed) where given.
     Returns :class:`Results`.
     """
     fixed, calls = calls, {}
@@ -434,7 +469,7 @@ def compare(
                 f"waiting: {k}": wait * v / total for k, v in idle.items()
             }
         results[name] = row
-        row.check()
+        row.check(roofline_ms)
     assert _frames() == frames, "something compiled while the steps were timed"
     return results
 

@@ -16,18 +16,22 @@ Compiled autograd: capturing the whole backward pass
        * How to turn compiled autograd on with ``torch._dynamo.config.compiled_autograd``,
          and why the older ``compiled_autograd.enable`` no longer works
        * How to read its logs: what the captured graph contains and why it recaptures
-       * How to measure what compiled autograd adds to and removes from a training step,
-         and whether the CPU or the GPU sets the step's pace
+       * How to measure what compiled autograd adds to and removes from a training step:
+         its time in kernels, and its time outside them (guards, graph entries, Python)
        * How compiled autograd combines with CUDA graphs (``mode="reduce-overhead"``)
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
 
-       * PyTorch 2.9 or later
+       * PyTorch 2.9 or later, with tabulate and matplotlib, on any operating system
+         PyTorch supports
        * Familiarity with ``torch.compile`` and graph breaks
-       * A CUDA GPU of compute capability 7.5 or newer for the timings (current CUDA wheels
-         need it); runs on CPU with smaller sizes
-       * On CPU, Inductor needs a C++ compiler and the Python headers
+       * A GPU is optional. With a CUDA GPU (compute capability 7.5 or newer, under 1 GB of
+         its memory) the page also times CUDA graphs, and Inductor needs Triton (PyTorch's
+         Linux CUDA wheels bring it). Without one it runs on the CPU with smaller sizes,
+         and Inductor needs a C++ compiler and the Python headers. The first cell stops
+         with one line if what Inductor needs is missing
+       * On a 2-core CPU it runs in about a minute, with about 1 GB of memory
 """
 
 # %%
@@ -85,6 +89,7 @@ else:
     batch, width, blocks = 32, 128, 1
     CLIP = 2e-3
 print(f"torch {torch.__version__} on {device_name}: batch {batch}, width {width}")
+measure.require(cxx=device == "cpu", triton=device == "cuda")  # what Inductor needs
 
 # PyTorch 2.9 logs "ChromiumEventLogger: Start event not in stack" during the first
 # capture below: a note on its own compile-time tracing, not on this lesson.
@@ -105,9 +110,8 @@ def kept_log(*names, **artifacts):
     handler.emit = lambda record: lines.extend(
         line.strip() for line in record.getMessage().splitlines()
     )
-    loggers = [
-        logging.getLogger(n) for n in names or ["torch._dynamo.compiled_autograd"]
-    ]
+    names = names or ["torch._dynamo.compiled_autograd"]
+    loggers = [logging.getLogger(name) for name in names]
     before = [logger.propagate for logger in loggers]
     torch._logging.set_logs(**artifacts)
     for logger in loggers:
@@ -205,12 +209,8 @@ print(f"{blocks * 3} blocks, {n_params} parameter tensors with a hook each")
 #    ``_enable``, which the flag calls for you; from PyTorch 2.9 on, the old name raises
 #    ``AttributeError``. Use the flag. The line below checks both on this build.
 
-print(
-    "config.compiled_autograd:",
-    hasattr(torch._dynamo.config, "compiled_autograd"),
-    "| compiled_autograd.enable:",
-    hasattr(torch._dynamo.compiled_autograd, "enable"),
-)
+print(f"config.compiled_autograd: {hasattr(torch._dynamo.config, 'compiled_autograd')}")
+print(f"compiled_autograd.enable: {hasattr(torch._dynamo.compiled_autograd, 'enable')}")
 assert hasattr(torch._dynamo.config, "compiled_autograd")
 
 # %%
@@ -441,6 +441,34 @@ res = measure.compare(steps, device)
 #
 # One row per variant; below the table, a line for each variant says what it runs per
 # step, and a comparison line pits each compiled variant against the one it builds on.
+# Under each, ``reading`` says the same in words and splits both steps in two: time in
+# kernels (on a GPU, its busy time; on a CPU, the main thread's time in operators and
+# compiled code) and time outside them (the GPU idle, or the CPU in guards, graph entries,
+# the autograd engine and Python), with the parts outside kernels that moved.
+
+OUTSIDE = ["guards", "compiled-code entry", "autograd engine", measure.PYTHON]
+INSIDE = "GPU kernels" if device == "cuda" else "operators and compiled code"
+W = "waiting: " if device == "cuda" else ""  # a GPU's idle time, by what the CPU did
+
+
+def outside(row):
+    """ms outside kernels: a GPU's idle time, or a CPU's time in the OUTSIDE parts."""
+    return row.ms - row.busy_ms if W else sum(row.parts.get(k, 0) for k in OUTSIDE)
+
+
+def reading(name, ref):
+    """One sentence from two rows' numbers: the verdict, then kernels and the rest."""
+    mid, lo, hi, _ = res.ratio(name, ref)
+    verdict = "ties with" if lo <= 1 <= hi else f"takes {mid:.2f}x the step time of"
+    r1, r0 = res[name], res[ref]
+    moved = [r1.parts.get(W + k, 0) - r0.parts.get(W + k, 0) for k in OUTSIDE]
+    moved = ", ".join(f"{k} {ms:+.3f}" for k, ms in zip(OUTSIDE, moved))
+    h1, h0 = outside(r1), outside(r0)
+    return (
+        f"{name} {verdict} {ref}: {INSIDE} {r0.ms - h0:.3f} -> {r1.ms - h1:.3f} ms, "
+        f"outside them {h0:.3f} -> {h1:.3f} ms ({moved} ms)"
+    )
+
 
 eager_error = table[0][-1]
 print(f"{device_name}, torch {torch.__version__}; errors relative to float64")
@@ -454,11 +482,8 @@ for name, note in notes.items():
 pairs = [(TM, "eager"), (CA, TM), (TM + CG, TM), (CA + CG, CA), (CA + CG, TM + CG)]
 for name, ref in pairs:
     if name in res:
-        print(res.versus(name, ref))
-if device == "cuda":  # what sets each row's pace, from its busy share
-    for side in ("GPU", "CPU"):
-        names = [n for n in res if res[n].bound == side]
-        print(f"bound by the {side}: {', '.join(names) or 'none'}")
+        print(res.versus(name, ref) + "\n  in words: " + reading(name, ref))
+print(res.against("eager", headlines=True))
 ratio = colds[CA].seconds / colds[TM].seconds
 print(f"cold first call of {CA}: {ratio:.2f}x that of {TM} (one cold call each)")
 for name, *_, error in table:
@@ -504,17 +529,20 @@ plt.show()
 #   AOTAutograd and Inductor on the result). Work compiled outside a frame's compile, such
 #   as a backward graph that AOTAutograd compiles when the engine first runs it, falls in
 #   the rest of the first call, with the step itself.
-# * **Busy share and bound** (on a GPU). Where the GPU is busy most of the step, the
-#   kernels set the pace; where the share is low, the GPU waits for the CPU, and the CPU
-#   time per step sets it. On the CPU side, ``torch.compile(model)`` enters each of its
-#   three forward graphs through guard checks and AOTAutograd's wrapper, and in the
-#   backward the engine calls a Python function for each ``CompiledFunctionBackward``
-#   node, on top of the ``swish`` nodes, the hooks and the ``AccumulateGrad`` nodes that it
-#   runs as in eager. Compiled autograd replaces those with one compiled graph, and adds
-#   its walk over the autograd nodes to build the cache key, and the guards of that graph.
-#   The walk runs in C++ and records no profiler range of its own, so its time falls in
-#   the part the core calls "Python and other host work" (on a GPU, in the waiting part
-#   of that name while the GPU waits for it).
+# * **Kernels, and the time outside them** (the "in words" lines). Fusing operators
+#   changes the time in kernels; entering compiled graphs changes the time outside them.
+#   On a GPU, kernel time is the busy time: where it is most of the step the kernels set
+#   the pace (the "bound" column), and where it is not the GPU waits for the CPU. On a
+#   CPU one thread does both, so the split is of that thread's time. Outside kernels,
+#   ``torch.compile(model)`` enters each of its three forward graphs through guard checks
+#   and AOTAutograd's wrapper ("compiled-code entry"), and in the backward the engine calls
+#   a Python function for each ``CompiledFunctionBackward`` node, on top of the ``swish``
+#   nodes, the hooks and the ``AccumulateGrad`` nodes that it runs as in eager. Compiled
+#   autograd replaces those with one compiled graph, and adds its walk over the autograd
+#   nodes to build the cache key, and the guards of that graph. The walk runs in C++ and
+#   records no profiler range of its own, so its time falls in the part the core calls
+#   "Python and other host work". Where kernels are a small part of a step, what the
+#   entries add can outweigh what fusion saves; the lines say which it was here.
 # * **The lines under the table.** Each comparison line gives both medians, the gap and
 #   the ratio of paired windows with its interval. An interval that holds 1.00x is a tie;
 #   otherwise the line names the parts of the step that moved most (on a GPU, kernel
@@ -525,8 +553,12 @@ plt.show()
 # Compiled autograd is built for a backward that the engine would otherwise run as many
 # small, separate pieces: the more graph breaks, hooks and eager nodes, the more one graph
 # has to offer, and one graph is also what CUDA graphs can replay with a single launch.
-# Whether that shows up as a faster step depends on where the step spends its time, so
-# measure the busy share on every machine you train on.
+# Whether that shows up as a faster step depends on how the step splits between kernels
+# and the work around them, which differs from machine to machine: measure it where you
+# train. A CPU has no CUDA graphs; Inductor's setting against Python in a compiled graph's
+# own launcher there is ``options={"cpp_wrapper": True}``, which leaves the guards and
+# AOTAutograd's entry as they are and adds a C++ compile of each graph's launcher to the
+# cold start, so it needs the same measurement before you adopt it.
 #
 # Limitations
 # -----------
@@ -561,7 +593,7 @@ plt.show()
 # backward graph is also what ``mode="reduce-overhead"`` can record as one CUDA graph.
 # Every backward call still walks the autograd graph to find the captured graph. Whether
 # the trade pays is a measurement: the paired ratio of two variants' step times, the
-# GPU's busy share, and the parts of the step that moved between them.
+# step's split between kernels and the time outside them, and the parts that moved.
 #
 # Further reading
 # ---------------

@@ -16,19 +16,23 @@ Compiling a whole training step, end to end
        * Why the learning rate must live in a tensor once the optimizer is compiled
        * How to check that compiled training computes what eager training computes,
          against a float64 reference
-       * How to read whether the CPU or the GPU sets the pace of a step, and which
-         rungs can help in each case
+       * How to read what bounds a step: matmul and attention, the other kernels, or the
+         work outside kernels (Python, guards, graph entries), and which rungs change which
        * How to read what changed between two rungs from the parts of their steps
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
 
-       * PyTorch 2.9 or later
+       * PyTorch 2.9 or later, with tabulate and matplotlib, on any operating system
+         PyTorch supports
        * The lessons on compiling the optimizer and on compiled autograd help, but are
          not required
-       * A CUDA GPU of compute capability 7.5 or newer for the timings (current CUDA
-         wheels need it); runs on CPU with smaller sizes (Inductor then needs a C++
-         compiler and the Python headers)
+       * A GPU is optional. With a CUDA GPU (compute capability 7.5 or newer, about 3 GB
+         of its memory) the page also climbs the CUDA-graph rung, and Inductor needs
+         Triton (PyTorch's Linux CUDA wheels bring it). Without one it runs on the CPU
+         with smaller sizes, and Inductor needs a C++ compiler and the Python headers.
+         The first cell stops with one line if what Inductor needs is missing
+       * On a 2-core CPU it runs in a little over a minute, with about 1 GB of memory
 """
 
 # %%
@@ -47,13 +51,15 @@ Compiling a whole training step, end to end
 # 4. **whole step in CUDA graphs** (GPU only): the step in one ``torch.compile`` call with
 #    ``mode="reduce-overhead"``, in float32 and under bfloat16 autocast.
 #
-# On a GPU, each row of the final table holds the step time *and* the GPU's busy share:
-# its kernel time per step, from ``torch.profiler``, over the step time measured without
-# the profiler. A GPU runs kernels only as fast as the CPU queues them, and whether the
-# GPU or the CPU sets the pace decides which rungs can help. All rungs are timed
-# together, and each is compared with the rung it builds on; where they differ, the gap
-# is split into the parts of the step that moved. Every rung also trains ten steps from
-# the same weights, and its losses and weights are compared with a float64 run.
+# Each row of the final table holds the step time and splits it three ways, from
+# ``torch.profiler``: matrix multiplications and attention, the other kernels, and the
+# time outside kernels (Python, guards, graph entries; on a GPU, the time it waits for
+# the CPU to queue work). Which group is largest decides which rungs can help. On a GPU
+# the row also holds the busy share: its kernel time per step over the step time
+# measured without the profiler. All rungs are timed together, and each is compared
+# with the rung it builds on; where they differ, the gap is split into the parts of the
+# step that moved. Every rung also trains ten steps from the same weights, and its
+# losses and weights are compared with a float64 run.
 #
 # Setup
 # -----
@@ -86,6 +92,7 @@ print(
     f"torch {torch.__version__} on {device_name}: {n_layer} layers, d_model {d_model}, "
     f"batch {batch} x {seq_len} tokens"
 )
+measure.require(cxx=device == "cpu", triton=device == "cuda")  # what Inductor needs
 # PyTorch's default float32 matmul precision (no TF32) is kept on purpose; Inductor's
 # advice to turn TF32 on is about speed, not about this lesson.
 warnings.filterwarnings("ignore", message=".*TensorFloat32")
@@ -221,12 +228,13 @@ print("float64 losses:", " ".join(f"{v:.3f}" for v in ref_losses.tolist()))
 # batches. A compiled rung's first step runs in ``measure.cold_compile``, which points
 # Inductor's caches at a new empty folder and asserts that the FX graph cache missed and
 # never hit and that a graph was compiled: the step includes a **cold** compile.
-# ``cold_compile`` would also reset Dynamo, as a new process would; ``reset=False`` keeps
-# what the earlier rungs compiled, so the first step compiles what the rung adds. The later steps must
-# compile nothing, although the schedule changes the learning rate at every one of
-# them. Then ``rung`` scores the losses and weights against float64 and keeps the step,
-# to be timed with the others once the ladder is built. For the CUDA-graph rungs it
-# counts the CUDA graphs that Inductor recorded and those it declined to record.
+# ``cold_compile`` would also reset Dynamo, as a new process would; ``reset=False``
+# keeps what the earlier rungs compiled, so the first step compiles what the rung adds.
+# The later steps must compile nothing, although the schedule changes the learning rate
+# at every one of them. Then ``rung`` scores the losses and weights against float64 and
+# keeps the step, to be timed with the others once the ladder is built. For the
+# CUDA-graph rungs it counts the CUDA graphs that Inductor recorded and those it
+# declined to record.
 
 rows, steps = [], {}
 
@@ -437,10 +445,41 @@ print(tabulate(rows_err, headers, tablefmt="github", disable_numparse=True))
 # optimizer state and schedule, and a step's work does not depend on the weights'
 # values. One row per rung. "first step" is the cold compile of what the rung adds, plus
 # one step; a CUDA-graph rung records its graphs during the steps after it, which that
-# column leaves out. Below the table, each rung is compared with the one it builds on,
-# and the rung with the lowest median with eager; on a GPU, the largest parts of each
-# CUDA-graph rung's step follow: kernel time by family, and what the CPU did while the
-# GPU waited.
+# column leaves out. The next three columns split the step by what bounds it:
+# matrix multiplications and attention, which compiled and eager rungs alike hand to the
+# same library kernels (Inductor's default mode calls them rather than generating them);
+# the other kernels (on a CPU, operators and compiled code), which are what compiling
+# fuses; and the time outside kernels (on a GPU, while it idles; on a CPU, Python, guards,
+# graph entries and the autograd engine). Below the table, each rung is compared with the
+# one it builds on; then ``words`` reads the table: which rungs beat float32 eager beyond
+# the interval, where the fastest rung's time went, and what bfloat16 changed.
+
+SPLIT = ["matmul and attention", "other kernels", "outside kernels"]
+HOST = {"guards", "compiled-code entry", "autograd engine", measure.PYTHON}
+
+
+def split(row):
+    """The step's ms in the three SPLIT groups, from the core's parts."""
+    groups = [0.0, 0.0, 0.0]
+    for part, ms in row.parts.items():
+        if part.startswith("waiting: ") or part in HOST:
+            groups[2] += ms
+        else:
+            groups[part.removeprefix("GPU: ") not in ("matmul", "attention")] += ms
+    return groups
+
+
+def words(name, ref):
+    """Two rows in a sentence: the verdict, then each group of the step (ms, % of it)."""
+    mid, lo, hi, _ = res.ratio(name, ref)
+    verdict = "ties with" if lo <= 1 <= hi else f"takes {mid:.2f}x the step time of"
+    r0, r1 = res[ref], res[name]
+    cells = zip(SPLIT, split(r0), split(r1))
+    return f"{name} {verdict} {ref}: " + ", ".join(
+        f"{group} {a:.3f} -> {b:.3f} ms ({100 * a / r0.ms:.0f} -> {100 * b / r1.ms:.0f} %)"
+        for group, a, b in cells
+    )
+
 
 graphs = counters["stats"]["unique_graphs"]
 res = measure.compare(steps, device)
@@ -453,55 +492,60 @@ refs = {
     "whole step, CUDA graphs": "+ compiled optimizer",
     "whole step, CUDA graphs, bf16": "+ compiled optimizer, bf16",
 }
-rows = [[*row, *res.cells(row[0])] for row in rows]
-headers = ["rung", "first step, cold (s)", *res.headers()]
+rows = [[*row, *res.cells(row[0]), *split(res[row[0]])] for row in rows]
+headers = ["rung", "first step, cold (s)", *res.headers()] + [
+    f"{g} (ms)" for g in SPLIT
+]
 print(f"{device_name}, torch {torch.__version__}; medians of interleaved windows")
-print(tabulate(rows, headers, "github", ["", "", *res.formats()]))
+print(tabulate(rows, headers, "github", ["", "", *res.formats(), *[".3f"] * 3]))
 for name, ref in refs.items():
     if name in res:
         print(res.versus(name, ref))
+print(res.against("eager", "float32 eager", headlines=True))
 best = min(res, key=lambda name: res[name].ms)
-busy = res[best].busy
-bound = f", {busy:.0f} % busy: {res[best].bound}-bound" if busy is not None else ""
-print(f"lowest median step: {best}{bound}")
-if best != "eager":
-    print(res.versus(best, "eager"))
+print(f"lowest median: {words(best, 'eager') if best != 'eager' else 'eager'}")
+print(f"bfloat16: {words('eager, bf16 autocast', 'eager')}")
 for name in [name for name in res if "CUDA graphs" in name]:
     parts = sorted(res[name].parts.items(), key=lambda kv: -kv[1])[:5]
     print(f"{name}, largest parts: " + "; ".join(f"{k} {ms:.3f} ms" for k, ms in parts))
 
 fig, ax = plt.subplots(figsize=(7, 0.5 * len(res) + 1.5))
-step_ms = [row.ms for row in res.values()]
-if device == "cuda":
-    busy = [row.busy_ms for row in res.values()]
-    ax.barh(list(res), busy, color="C0", label="GPU busy (kernel time per step)")
-    waiting = [max(t - b, 0.0) for t, b in zip(step_ms, busy)]
-    ax.barh(list(res), waiting, left=busy, color="0.75", label="GPU waiting")
-    ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
-else:
-    ax.barh(list(res), step_ms, color="C0")
+left = [0.0] * len(res)
+for i, group in enumerate(SPLIT):
+    widths = [split(row)[i] for row in res.values()]
+    ax.barh(list(res), widths, left=left, color=["C0", "C1", "0.75"][i], label=group)
+    left = [a + w for a, w in zip(left, widths)]
+ax.legend(ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
 ax.invert_yaxis()
-ax.set_xlabel("step time, ms (median)")
+ax.set_xlabel("step time, ms (median), by what it was spent on")
 ax.set_title(f"Training step, {device_name}")
 fig.tight_layout()
 plt.show()
 
 # %%
-# How the rungs act: compiling the model fuses the pointwise work around the matrix
-# multiplications into fewer kernels (less GPU time, fewer launches), but each call into
-# a compiled graph has fixed CPU costs of its own (guard checks, AOTAutograd's wrapper).
-# Compiling the optimizer replaces the fused AdamW kernel and the clipping's kernels
-# with Inductor's generated kernels. CUDA graphs act on the CPU side alone: a
-# replay issues all the kernels of a graph with one launch, while the GPU runs the same
-# kernels as before, plus copies of the inputs that change (here the batch) into the
-# graphs' own buffers. What stays on the CPU in a CUDA-graph step is what runs outside
-# the graphs: ``zero_grad`` and the scheduler, the guard checks and the CUDA-graph
-# runtime's bookkeeping around each graph, the engine's call of the backward, and the
-# Python between them; the ``waiting:`` parts of a CUDA-graph rung say how long the GPU
-# waited while the CPU did each. Which of these effects wins on a row is what its
-# comparison line prints, from the parts that moved. The balance depends on the machine:
-# the same GPU behind a slower host CPU idles longer, and a bigger model or batch shifts
-# the work to the GPU.
+# How the rungs act, group by group. Matrix multiplications and attention are library
+# kernels on every rung: Inductor's default mode calls them rather than fusing them, so
+# in one precision each rung runs the same computation there, and the column shows
+# whether its time stayed. bfloat16 autocast is the rung aimed at that group; what it
+# gives depends on the hardware's bfloat16 units and on the library's bfloat16 kernels,
+# for matmul and attention alike. Compiling the model fuses the pointwise work around
+# them (LayerNorm, GELU, residual adds, the loss) into fewer kernels, each reading and
+# writing memory once, which acts on the other kernels; but each call into a compiled
+# graph has fixed costs outside kernels (guard checks, AOTAutograd's wrapper). Compiling
+# the optimizer replaces the fused AdamW kernel and the clipping's kernels with
+# Inductor's generated kernels. On a CPU that is all the ladder has: in float32, no rung
+# sets out to lower what matmul and attention take, and the other two groups are what
+# compiling can change. CUDA graphs act on the CPU side alone: a replay issues all the
+# kernels of a graph with one launch, while the GPU runs the same kernels as before,
+# plus copies of the inputs that change (here the batch) into the graphs' own buffers.
+# What stays on the CPU in a CUDA-graph step is what runs outside the graphs:
+# ``zero_grad`` and the scheduler, the guard checks and the CUDA-graph runtime's
+# bookkeeping around each graph, the engine's call of the backward, and the Python
+# between them; the ``waiting:`` parts of a CUDA-graph rung say how long the GPU waited
+# while the CPU did each. Which of these effects wins on a row is what its comparison
+# line prints, from the parts that moved. The balance depends on the machine: the same
+# GPU behind a slower host CPU idles longer, and a bigger model or batch shifts the work
+# into matmul and attention.
 #
 # Conclusion
 # ----------
@@ -512,9 +556,10 @@ plt.show()
 # ``mode="reduce-overhead"``, which replays every graph of it, the backward included, as
 # CUDA graphs. Every rung trained from the same weights, stayed within a small multiple
 # of eager's distance from a float64 run in its precision, and compiled nothing after
-# its first step. The busy share says which changes can help: less GPU work pays while
-# the GPU is busy most of the step, less CPU work while it idles; and the parts of two
-# rungs' steps say what moved between them.
+# its first step. Splitting a step into matmul and attention, the other kernels, and the
+# time outside kernels says which rungs can help: compiling acts on the last two, CUDA
+# graphs on the last, bfloat16 on the first; and the parts of two rungs' steps say what
+# moved between them.
 #
 # Further reading
 # ---------------

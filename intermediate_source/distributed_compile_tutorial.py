@@ -16,8 +16,8 @@ torch.compile with DDP and FSDP2
        * How to compile an FSDP2 (``fully_shard``) transformer block by block, as
          TorchTitan does, or as a whole, and what ``MixedPrecisionPolicy`` casts when
        * How to time a distributed step on both ranks with the site's measurement core:
-         model FLOPs utilization, the step's parts, and where waiting for the other rank
-         shows up
+         the step's parts, and where waiting for the other rank shows up
+       * Which matrix-product and attention kernels an eager and a compiled step run
        * How to check that compiled distributed training computes the same losses and
          gradients as a single process
 
@@ -27,8 +27,9 @@ torch.compile with DDP and FSDP2
        * PyTorch 2.9 or later
        * Familiarity with ``torch.compile`` and with DDP or FSDP
        * Linux (the workers pin their threads with ``os.sched_setaffinity``)
-       * Two CUDA GPUs of compute capability 7.5 or newer with about 70 GB each for the
-         timings (NCCL); runs as two CPU processes (gloo) with small sizes
+       * For the GPU path, two CUDA GPUs of compute capability 7.5 or newer with about
+         58 GB free each, NCCL and Triton (the page prints its estimate and checks it);
+         otherwise it runs as two CPU processes (gloo) with small sizes
        * On CPU, Inductor needs a C++ compiler and the Python headers
 """
 
@@ -71,50 +72,59 @@ torch.compile with DDP and FSDP2
 # * Inductor's pool of compile workers gets as many processes as a rank has cores
 #   (``TORCHINDUCTOR_COMPILE_THREADS``; by default each rank starts one per core it may
 #   use, up to 32), and intra-op threads are one per rank (``OMP_NUM_THREADS=1``);
-# * the garbage collector is frozen and off while a rank times its steps, as TorchTitan
-#   turns it off in its training loop: a collection pauses the rank that runs it at a
-#   moment of its own, and the other rank then waits for it at the next collective.
+# * the garbage collector runs only by hand, once before each group of variants, as
+#   TorchTitan turns it off in its training loop and collects every so many steps: a
+#   collection pauses the rank that runs it at a moment of its own, and the other rank
+#   then waits for it at the next collective.
+#
+# The GPU path takes two GPUs with enough free memory; the page estimates it first.
+# One DDP variant keeps 20 bytes per parameter (float32 parameters and gradients,
+# AdamW's two moments, DDP's buckets) while the other takes a step with those 20, 2 more
+# for the bf16 weights autocast keeps, and the activations saved for the backward
+# (per token, about ``26 d + 8 f`` bytes a block for width ``d`` and SwiGLU width ``f``,
+# and 10 bytes per vocabulary entry for the logits, their float32 copy and gradient);
+# 2 GB more for the CUDA context and NCCL's and cuBLAS's buffers. The FSDP2 groups and
+# the single-process float32 reference need less. Where two GPUs lack that much free
+# memory, the page takes the CPU path and its first line says why.
 
-import gc
 import inspect
 import json
 import os
-import signal
+import re
 import subprocess
 import sys
 import tempfile
-import time
 from collections import OrderedDict
 from functools import partial
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 from tabulate import tabulate
-from torch._dynamo.utils import counters
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 import measure
 
-gpu = torch.cuda.device_count() >= 2 and dist.is_nccl_available()
-if gpu:
-    where = f"2 x {torch.cuda.get_device_name()}, NCCL"
-    # About 1.1 B parameters; few, wide blocks give large matrix products per FSDP2 unit.
-    cfg = dict(backend="nccl", dtype="bfloat16", width=3072, heads=24, depth=8)
-    cfg.update(vocab=32768, seq=2048, batch=3, bucket_mb=500, lr=1e-4)
-else:
-    where = "CPU, gloo"
-    # 1 MB DDP buckets (the smallest DDPOptimizer accepts) still cut this model in pieces.
-    cfg = dict(backend="gloo", dtype="float32", width=128, heads=4, depth=2)
-    cfg.update(vocab=1024, seq=64, batch=4, bucket_mb=1, lr=1e-3)
-cfg.update(world=2, check=3, rounds=11)
-print(f"Path: {where}; torch {torch.__version__}; 2 processes")
-print(", ".join(f"{k} {v}" for k, v in cfg.items() if k != "backend"))
+# About 1.1 B parameters; few, wide blocks give large matrix products per FSDP2 unit.
+big = dict(backend="nccl", dtype="bfloat16", width=3072, heads=24, depth=8)
+big.update(vocab=32768, seq=2048, batch=3, bucket_mb=500, lr=1e-4)
+d, ffn, depth = big["width"], 256 * -(-8 * big["width"] // 768), big["depth"]
+n_params = 2 * big["vocab"] * d + depth * (4 * d * d + 3 * d * ffn)
+saved = big["batch"] * big["seq"] * (depth * (26 * d + 8 * ffn) + 10 * big["vocab"])
+need = (42 * n_params + saved) / 1e9 + 2  # GB on each GPU
+free = [torch.cuda.mem_get_info(i)[0] / 1e9 for i in range(torch.cuda.device_count())]
+gpu = len(free) > 1 and dist.is_nccl_available() and min(free[:2]) >= need
+# 1 MB DDP buckets (the smallest DDPOptimizer accepts) still cut this model in pieces.
+small = dict(backend="gloo", dtype="float32", width=128, heads=4, depth=2)
+small.update(vocab=1024, seq=64, batch=4, bucket_mb=1, lr=1e-3)
+cfg = (big if gpu else small) | dict(world=2, check=3, rounds=11)
+where = f"2 x {torch.cuda.get_device_name()}, NCCL" if gpu else "CPU, gloo"
+measure.require(linux=True, cxx=not gpu, triton=gpu)  # else one line, and a stop
+gb = [round(x, 1) for x in free]
+print(f"GPU path: about {need:.0f} GB per GPU; GB free: {gb}; path: {where}")
+print(f"torch {torch.__version__};", ", ".join(f"{k} {v}" for k, v in cfg.items()))
 
 # %%
 # The model, the data and the training step
@@ -181,7 +191,7 @@ def make_model(cfg):
     return Net(OrderedDict(net))
 
 
-def make_batches(cfg):
+def batches(cfg):
     gen = torch.Generator().manual_seed(1)
     shape = (cfg["check"], cfg["world"] * cfg["batch"], cfg["seq"] + 1)
     tokens = torch.randint(0, cfg["vocab"], shape, generator=gen)
@@ -205,37 +215,20 @@ def train_step(model, opt, x, y, amp=False):
 # stored in the dtype the workers compute in. Low-precision rounding shows in eager and
 # compiled variants alike, and the check allows for it (a relative gradient error below
 # 5 % in bf16, 0.01 % in float32).
-#
-# **Model FLOPs utilization** (MFU) counts the work the model needs, not what the kernels
-# happen to do: per token ``6 N + 12 L d s`` floating-point operations for forward and
-# backward, where ``N`` counts the parameters outside the embedding table (a lookup
-# is no matrix product), ``L`` the blocks, ``d`` the width and ``s`` the sequence
-# length; the second term is attention's two products, counted over the full ``s x s``
-# square as in the PaLM paper. It is divided by the step time and the GPU's dense bf16
-# peak from its data sheet.
 
-ref_device = torch.device("cuda" if gpu else "cpu")
-with ref_device:
+with torch.device("cuda" if gpu else "cpu") as ref_device:
     model = make_model(cfg)
 params = dict(model.named_parameters())
 checked = ("blocks.0.", f"blocks.{cfg['depth'] - 1}.", "norm.", "head.")
 opt = torch.optim.AdamW(params.values(), lr=cfg["lr"], fused=True)
 ref_losses = []
-for step, (x, y) in enumerate(make_batches(cfg)):
+for step, (x, y) in enumerate(batches(cfg)):
     ref_losses.append(train_step(model, opt, x.to(ref_device), y.to(ref_device)).item())
     if step == 0:  # the checked gradients, in the dtype the workers compute in
         grads = [(n, p.grad) for n, p in params.items() if n.startswith(checked)]
         ref_grads = {n: g.to("cpu", getattr(torch, cfg["dtype"])) for n, g in grads}
 print("reference losses:", " ".join(f"{v:.5f}" for v in ref_losses))
 loss_tol, grad_tol = {"float32": (1e-4, 1e-4), "bfloat16": (1e-2, 5e-2)}[cfg["dtype"]]
-N = sum(p.numel() for n, p in params.items() if not n.startswith("embed"))
-flops = (6 * N + 12 * cfg["depth"] * cfg["width"] * cfg["seq"]) * cfg["seq"]
-flops *= cfg["batch"]  # per rank and step
-PEAK = {"NVIDIA H100 80GB HBM3": 989e12, "NVIDIA H200": 989e12}  # dense bf16, FLOP/s
-peak = PEAK.get(torch.cuda.get_device_name()) if gpu else None
-total = sum(p.numel() for p in params.values()) / 1e6
-print(f"{total:.1f} M parameters, N {N / 1e6:.1f} M: {flops:.4g} FLOP per rank", end="")
-print(f" and step; peak {peak:.4g} FLOP/s" if peak else " and step; peak unknown")
 del model, params, opt
 torch.cuda.empty_cache()
 
@@ -269,41 +262,44 @@ torch.cuda.empty_cache()
 # Dynamo's caches belong to the process, and a variant compiled earlier in a group would
 # serve later variants of the same blocks from them. So every group starts from
 # ``torch._dynamo.reset()`` with fresh models, and each compiled FSDP2 variant gets a
-# group of its own beside a fresh eager FSDP2 run. While a rank times its steps, the
-# garbage collector is frozen and off (see above).
+# group of its own beside a fresh eager FSDP2 run.
 #
 # The worker
 # ----------
 #
 # Dynamo calls the backend once per graph it captures, and ``DDPOptimizer`` once per
 # piece of a split graph; Inductor hands each graph to AOTAutograd, which counts it. So
-# the tables show two counts: graphs captured by Dynamo
-# (``counters["stats"]["unique_graphs"]``) and graphs compiled
-# (``counters["aot_autograd"]["total"]``), counted per variant.
+# the tables show graphs captured by Dynamo (``counters["stats"]["unique_graphs"]``),
+# graphs compiled (``counters["aot_autograd"]["total"]``) and, in brackets, the
+# operator calls Dynamo put into its graphs (``counters["stats"]["calls_captured"]``),
+# counted per variant.
 #
 # ``build`` makes each variant; ``run_group`` trains each variant of a group for
 # ``check`` steps (the first compiles), keeps the losses, averaged over the ranks, the
 # relative error of the checked gradients against the reference (FSDP2's sharded
 # gradients are gathered with ``full_tensor``, a collective every rank joins) and, on
 # GPUs, the most memory the variant held for tensors beyond what was allocated before
-# it was built (**peak GB**); then it times the group on the last batch. ``main`` pins
-# the rank's threads, then writes one JSON report per group and rank.
+# it was built (**peak GB**); then it times the group on the last batch and, after the
+# timing, profiles three more steps of each variant for ``by_name``: the matrix-product
+# and attention kernels by name (on a CPU, operators by their own time), and the time
+# they ran while a communication kernel ran on the same GPU. ``main`` pins the rank's
+# threads, then writes one JSON report per group and rank.
 
 WORKER_HEADER = """\
-import gc, json, os, sys
+import json, os, re, sys
 from collections import OrderedDict
 from functools import partial
 from pathlib import Path
 import torch, torch.distributed as dist, torch.nn as nn, torch.nn.functional as F
-from torch._dynamo.utils import counters
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-from torch.nn.parallel import DistributedDataParallel as DDP
 import measure
 """
 
 
 def build(variant, cfg, dev):
     """The plain model (for its parameter names) and the module the step calls."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
     with dev:
         model = make_model(cfg)
     if variant.startswith("FSDP2"):  # TorchTitan's order: compile, then shard
@@ -320,8 +316,42 @@ def build(variant, cfg, dev):
     return model, DDP(model, bucket_cap_mb=cfg["bucket_mb"])  # on the model's device
 
 
+def by_name(step, dev, steps=3):
+    """A step's matmul and attention kernels (on a CPU, operators by their own time),
+    named without arguments or namespaces: {name: [calls, ms]} per step, and the ms per
+    step in which one of them and a communication kernel ran at once."""
+    from torch.profiler import profile
+
+    gpu, sync = dev.type == "cuda", getattr(torch, dev.type).synchronize
+    with profile() as prof:  # the CPU, and CUDA where the process has a GPU
+        for _ in range(steps):
+            step()
+        sync()
+    kinds, found, out = measure.KERNEL_FAMILIES if gpu else measure.CPU_FAMILIES, {}, {}
+    for e in prof.events():  # each kernel once, by name, start and end: some come twice
+        if e.device_type.name == dev.type.upper() and not e.is_user_annotation:
+            fam = next((f for f, pattern in kinds if re.search(pattern, e.name)), "")
+            us = e.time_range.elapsed_us() if gpu else e.self_cpu_time_total
+            found[e.name, e.time_range.start, e.time_range.end] = fam, us / 1e3 / steps
+    for (name, _, _), (fam, ms) in found.items():
+        if fam in ("matmul", "attention") or name.startswith("triton_tem"):
+            n = re.sub(r"^void |\(anonymous namespace\)::|\(.*|\w+::| ", "", name)
+            n = n if len(n) < 64 else n[:36] + "..." + n[-25:]  # the start and the end
+            out[n] = [x + y for x, y in zip(out.get(n, (0, 0)), (1 / steps, ms))]
+    mm = [k[1:] for k, (fam, _) in found.items() if fam in ("matmul", "attention")]
+    talk = [k[1:] for k, (fam, _) in found.items() if fam == "communication"]
+    u = measure._union  # the length of a union of intervals, in us
+    both = u(mm)[0] + u(talk)[0] - u(mm + talk)[0]
+    return dict(kernels=out, beside=both / 1e3 / steps)
+
+
 def run_group(variants, cfg, dev, ref_grads):
+    import gc
+
+    from torch._dynamo.utils import counters
+
     gc.collect()  # the last group's models are gone before this one's are built
+    gc.disable()  # and no collection pauses a rank until the next group
     torch._dynamo.reset()
     rank, world, steps, out = dist.get_rank(), cfg["world"], {}, {}
     for variant in variants:
@@ -333,7 +363,7 @@ def run_group(variants, cfg, dev, ref_grads):
         amp = cfg["dtype"] == "bfloat16" and variant.startswith("DDP")
         params = {n.replace("_orig_mod.", ""): p for n, p in model.named_parameters()}
         losses, errors = [], {}
-        for i, (x, y) in enumerate(make_batches(cfg)):
+        for i, (x, y) in enumerate(batches(cfg)):
             x, y = x.chunk(world)[rank].to(dev), y.chunk(world)[rank].to(dev)
             loss = train_step(wrapped, opt, x, y, amp)
             dist.all_reduce(loss)  # a sum: gloo has no average
@@ -345,20 +375,17 @@ def run_group(variants, cfg, dev, ref_grads):
         steps[variant] = partial(train_step, wrapped, opt, x, y, amp)
         mem = (torch.cuda.max_memory_allocated() - before) / 1e9
         graphs = counters["stats"]["unique_graphs"], counters["aot_autograd"]["total"]
+        graphs += (counters["stats"]["calls_captured"],)  # operator calls in them
         out[variant] = dict(losses=losses, mem=mem, errors=errors, graphs=graphs)
-    gc.collect()
-    gc.freeze()  # what is alive now is never scanned again
-    gc.disable()
     res = measure.compare(steps, dev.type, rounds=cfg["rounds"], max_calls=1)
-    gc.enable()
-    gc.unfreeze()
-    return {v: out[v] | {"row": vars(res[v])} for v in variants}
+    for v in variants:  # after the timing: the kernels by name
+        out[v] |= by_name(steps[v], dev) | {"row": vars(res[v])}
+    return out
 
 
 def main(cfg):
     rank, cores = int(os.environ["RANK"]), sorted(os.sched_getaffinity(0))
-    share = len(cores) // cfg["world"]
-    cores = cores[rank * share : (rank + 1) * share] or cores
+    cores = cores[rank * len(cores) // 2 : (rank + 1) * len(cores) // 2] or cores
     for thread in os.listdir("/proc/self/task"):  # every thread started so far
         os.sched_setaffinity(int(thread), cores)
     nccl = cfg["backend"] == "nccl"
@@ -367,7 +394,7 @@ def main(cfg):
     dist.init_process_group(cfg["backend"])
     ref_grads = torch.load("ref.pt")  # written by the launcher
     for i, group in enumerate(cfg["groups"]):
-        out = dict(cores=cores, variants=run_group(group, cfg, dev, ref_grads))
+        out = dict(variants=run_group(group, cfg, dev, ref_grads))
         Path(f"{i:02}.{rank}.json").write_text(json.dumps(out))  # sorted: group, rank
     dist.destroy_process_group()
 
@@ -375,11 +402,13 @@ def main(cfg):
 # %%
 # The launcher writes those functions into ``worker.py``, and the source of the ``measure``
 # module this process imported into ``measure.py`` beside it, then starts two copies. If
-# the workers overrun the time limit it stops their whole process group, and a failure
-# raises with the end of their output, so that a broken build names its cause. CPU
-# workers must not see a GPU: FSDP2 would put its default device mesh there.
+# the job overruns the time limit, coreutils' ``timeout`` stops ``torchrun`` with
+# SIGTERM, and ``torchrun`` stops its workers (each runs in a session of its own, so
+# killing ``torchrun``'s process group would leave them running). A failure raises with
+# the end of the output, so that a broken build names its cause. CPU workers must not
+# see a GPU: FSDP2 would put its default device mesh there.
 
-WORKER_FUNCTIONS = [make_model, make_batches, train_step, build, run_group, main]
+WORKER_FUNCTIONS = [make_model, batches, train_step, build, by_name, run_group, main]
 # Inductor's compile workers per rank: as many as the rank has cores on GPUs, else one.
 threads = max(1, len(os.sched_getaffinity(0)) // 2) if gpu else 1
 WORKER_ENV = dict(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
@@ -394,19 +423,15 @@ def launch(timeout=600):
         (Path(tmp) / "worker.py").write_text("\n\n".join(source))
         (Path(tmp) / "measure.py").write_text(inspect.getsource(measure))
         torch.save(ref_grads, Path(tmp) / "ref.pt")  # the workers run in tmp
-        run = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        # SIGTERM at the time limit: torchrun then stops its workers
+        run = ["timeout", "-k", "60", str(timeout)]
+        run += [sys.executable, "-m", "torch.distributed.run", "--standalone"]
         cmd = run + [f"--nproc-per-node={cfg['world']}", "worker.py", json.dumps(cfg)]
         env = os.environ | WORKER_ENV | ({} if gpu else {"CUDA_VISIBLE_DEVICES": ""})
-        pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        proc = subprocess.Popen(cmd, cwd=tmp, env=env, start_new_session=True, **pipes)
-        try:
-            output, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output = proc.communicate()[0] + f"\n(killed after {timeout} s)"
-        if proc.returncode != 0:
-            tail = "\n".join(output.splitlines()[-80:])
-            raise RuntimeError(f"the workers failed ({proc.returncode}):\n{tail}")
+        done = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
+        if done.returncode != 0:  # 124: the time limit
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-80:])
+            raise RuntimeError(f"the workers failed ({done.returncode}):\n{tail}")
         return [json.loads(f.read_text()) for f in sorted(Path(tmp).glob("*.json"))]
 
 
@@ -417,10 +442,12 @@ def launch(timeout=600):
 # ``read`` asserts that every variant's losses and checked gradients match the reference
 # (the gradient error is the largest over the checked parameters of
 # ``|g - g_ref| / |g_ref|``), then prints one row per variant and rank: the page's own
-# columns (on GPUs with MFU and peak GB), then the core's (step, spread, and on GPUs
+# columns (on GPUs with peak GB), then the core's (step, spread, and on GPUs
 # the busy share, the bound and the profiler's stretch). Under the table, one line per
 # rank compares each compiled variant with the group's eager one, from their paired
-# windows, and names the parts that moved where they differ.
+# windows, and names the parts that moved where they differ. Then rank 0's matrix
+# products and attention by kernel name, eager against compiled, per step (calls and
+# ms): the five longest, then all of them, read in the line under them.
 
 
 def read(i):
@@ -434,40 +461,46 @@ def read(i):
             assert r["errors"][worst] < grad_tol, f"{name}: {worst} off"
             res[name].check()  # prints any physics failure in this page's output
             comm = sum(v for k, v in res[name].parts.items() if "communication" in k)
-            mfu = 100 * flops / (res[name].ms / 1e3) / peak if peak else None
-            cells = [name, rank, "{}/{}".format(*r["graphs"]), loss_err]
-            cells += [r["errors"][worst], comm] + [mfu, r["mem"]] * gpu
+            cells = [name, rank, "{}/{} ({})".format(*r["graphs"]), loss_err]
+            cells += [r["errors"][worst], comm] + [r["mem"]] * gpu
             table.append(cells + res.cells(name))
-    head = ["variant", "rank", "graphs Dynamo/compiled", "loss err", "grad err"]
-    head += ["communication (ms)"] + ["MFU %", "peak GB"] * gpu + res.headers()
-    fmt = ["", "", "", ".1e", ".1e", ".1f"] + [".1f", ".1f"] * gpu + res.formats()
+    head = ["variant", "rank", "graphs Dynamo/compiled (ops)", "loss err", "grad err"]
+    head += ["communication (ms)"] + ["peak GB"] * gpu + res.headers()
+    fmt = ["", "", "", ".1e", ".1e", ".1f"] + [".1f"] * gpu + res.formats()
     print(f"{where}; step: median of {cfg['rounds']} interleaved windows of one step")
     print(tabulate(table, head, "github", fmt))
     for name in others:
         for rank, report in enumerate(runs[i]):
-            print(report["res"].versus(name, ref, f"rank {rank}: "))
+            print(report["res"].versus(name, ref, f"rank {rank}: ", rank == 0 and name))
+    v = [runs[i][0]["variants"][n] for n in (ref, others[0])]  # rank 0's kernels
+    k = [r["kernels"] for r in v]
+    cells = [[n] + [x for r in k for x in r.get(n, (0, 0))] for n in k[0] | k[1]]
+    cells.sort(key=lambda c: -max(c[2], c[4]))  # the longest first
+    total = [f"all {len(cells)}"] + [sum(c[j] for c in cells) for j in (1, 2, 3, 4)]
+    head = ["rank 0: matmul, attention", "eager calls", "ms", "compiled calls", "ms"]
+    print(tabulate(cells[:5] + [total], head, "github", [""] + [".0f", ".2f"] * 2))
+    same = [sum(c[j] for c in cells if c[1] and c[3]) for j in (2, 4)]
+    line = f"Rank 0, eager -> compiled: {total[2]:.2f} -> {total[4]:.2f} ms in all, "
+    line += f"{same[0]:.2f} -> {same[1]:.2f} ms in the names both ran"
+    talk = f"; while NCCL ran {v[0]['beside']:.2f} -> {v[1]['beside']:.2f} ms"
+    print(line + talk * gpu)
 
 
 # %%
 # Running the variants
 # --------------------
 #
-# One launch runs every group, each with fresh models. The time covers starting the
-# processes, compiling and measuring.
+# One launch runs every group, each with fresh models.
 
-cfg["groups"] = [["DDP, eager", "DDP(model.compile())"]]
-for k in ("per-block", "whole-model"):
-    cfg["groups"].append(["FSDP2, eager", f"FSDP2, {k} compile"])
-start = time.perf_counter()
-reports, took = launch(), time.perf_counter() - start
+fsdp = [["FSDP2, eager", f"FSDP2, {k} compile"] for k in ("per-block", "whole-model")]
+cfg["groups"] = [["DDP, eager", "DDP(model.compile())"], *fsdp]
+reports = launch()
 runs = [reports[i : i + cfg["world"]] for i in range(0, len(reports), cfg["world"])]
 every = {}  # every row by "variant, rank"; FSDP2's second eager rows replace the first
 for i, report in enumerate(reports):  # the core's rows again, as each rank measured
     rows = {n: measure.Row(**v["row"]) for n, v in report["variants"].items()}
     report["res"] = measure.Results(rows)
     every |= {f"{n}, rank {i % cfg['world']}": row for n, row in rows.items()}
-spans = " / ".join(f"{r['cores'][0]}-{r['cores'][-1]}" for r in runs[0])
-print(f"{len(runs)} groups ran in {took:.0f} s; cores of rank 0 / 1: {spans}")
 
 
 # %%
@@ -499,16 +532,35 @@ print(f"{len(runs)} groups ran in {took:.0f} s; cores of rank 0 / 1: {spans}")
 # column on GPUs shows what that took.
 
 read(0)
-dynamo, compiled = runs[0][0]["variants"]["DDP(model.compile())"]["graphs"]
+dynamo, compiled, _ = runs[0][0]["variants"]["DDP(model.compile())"]["graphs"]
 assert dynamo == 1 < compiled, (dynamo, compiled)  # DDPOptimizer cut the graph
 
 # %%
-# How to read the table. Every row matched the reference within its precision; the
+# How to read the tables. Every row matched the reference within its precision; the
 # error columns compare eager and compiled rows against the same float32 run. One graph
 # captured by Dynamo became several compiled pieces: the bucket cuts. On GPUs the busy
 # share and the bound say whether the kernels or the CPU set each rank's pace. The
 # ``rank`` lines say, from the paired windows, whether the compiled row is faster,
 # slower or a tie on each rank, and where they differ, which parts of the step moved.
+#
+# Without ``max-autotune``, Inductor lowers each ``aten.mm`` to the ATen call
+# (``extern_kernels.mm``, cuBLAS on a GPU; a Triton template of its own would show in
+# the kernel table as ``triton_tem_...``), and attention to the ATen operator that the
+# traced graph names (flash, memory-efficient or cuDNN attention, chosen by the same
+# rules as in eager mode), after copying any input whose last dimension is not dense
+# (``sdpa_constraint`` in ``torch/_inductor/lowering.py``). A linear layer with a bias
+# would be an ``aten.addmm``, which a post-grad pass may split on a GPU into a product
+# and an add fused into the next pointwise kernel (``unfuse_bias_add_to_pointwise``);
+# this page's layers have no bias. Inductor does choose the memory layout of the tensors
+# it writes, the products' outputs included, and cuBLAS picks its kernel by shapes,
+# dtypes and transposes: the names in the kernel table record the result. A kernel can
+# also run longer under the same name: beside an NCCL kernel it shares the GPU's
+# multiprocessors and memory bandwidth. The line under the kernel table gives the time
+# of all of them and of the names both rows ran, eager and compiled, and on GPUs the
+# time during which a product or attention kernel and an NCCL kernel ran at once. The
+# core sorts kernels into families by name, so a Triton kernel named after an attention
+# operator would count as attention there and show in this table by its ``triton_``
+# name.
 #
 # FSDP2 and torch.compile
 # -----------------------
@@ -534,33 +586,36 @@ assert dynamo == 1 < compiled, (dynamo, compiled)  # DDPOptimizer cut the graph
 # The hooks sit on the outer wrapper and run eagerly around each compiled ``forward``,
 # so ``fullgraph=True`` holds and the communication keeps its per-block overlap;
 # identical blocks share one compiled graph. ``torch.compile(model)`` after
-# ``fully_shard`` starts at the top ``forward`` and reaches the first block's hook,
-# where the graph must break; the graph counts show what Dynamo salvaged.
-# ``optimize_ddp`` concerns DDP only: FSDP2's collectives live in its hooks.
+# ``fully_shard`` starts at the model's ``forward`` and meets the first block's hook,
+# which Dynamo must not trace: it breaks the graph there or, since the call sits in the
+# loop over the blocks, gives up on the frame, which then runs eagerly. Each block's
+# ``forward``, called from that loop, is a frame of its own, and Dynamo compiles it as
+# the per-block variant does. ``optimize_ddp`` concerns DDP only: FSDP2's collectives
+# live in its hooks.
+#
+# Both compiled FSDP2 rows show the same counts, graphs and operators, and the page
+# asserts it: the whole-model row's graph is the block's ``forward``, which the blocks
+# share, and the model's own ``forward`` (the embedding, the loop, the final norm and
+# the output layer) ran eagerly, as in the per-block row. The two compiled rows ran in
+# separate groups, so no paired windows compare them: each ``rank`` line gives its
+# ratio to its own eager run with an interval, and where the two intervals overlap,
+# nothing here tells the two compiles apart.
 
 read(1)
 read(2)
-dynamo, compiled = runs[1][0]["variants"]["FSDP2, per-block compile"]["graphs"]
-assert 1 <= dynamo == compiled < cfg["depth"], (dynamo, compiled)
-# Each rank's step by the core's parts; parts under 5 % of every step go to "other".
-big = {k for r in every.values() for k, ms in r.parts.items() if ms > 0.05 * r.ms}
+per, whole = (runs[i][0]["variants"][cfg["groups"][i][1]]["graphs"] for i in (1, 2))
+assert 1 <= per[0] == per[1] < cfg["depth"] and whole == per, (per, whole)
 fig, ax = plt.subplots(figsize=(9, 1.2 + 0.4 * len(every)), layout="tight")
-left = np.zeros(len(every))
-for key in sorted(big) + ["other"]:
-    ms = np.array([r.parts.get(key, 0.0) for r in every.values()])
-    ms = np.array([r.ms for r in every.values()]) - left if key == "other" else ms
-    ax.barh(list(every), ms, left=left, label=key)
-    left += ms
-ax.invert_yaxis()  # the first row on top
-ax.set(xlabel="ms per step (no profiler)", title=f"Each rank's step: {where}")
-ax.legend(loc="upper left", bbox_to_anchor=(1, 1), fontsize="small")
+steps = [r.ms for r in every.values()]
+ax.barh(list(every), steps, xerr=[r.spread for r in every.values()])
+ax.set(xlabel="ms per step, no profiler (bars: spread)", title=f"Each step: {where}")
 plt.show()
 
 # %%
 # ``fullgraph=True`` proves that each block compiled without a break, and fewer graphs
-# than blocks compiled: the blocks reuse one graph. The chart shows each rank's step cut
-# into the core's parts: on GPUs the kernel time by family and the GPU's waits, charged
-# to what the launching thread did; on the CPU the main thread's time by family.
+# than blocks compiled: the blocks reuse one graph. The chart shows every variant's step
+# on each rank, with the spread of its windows (the FSDP2 eager rows are those of the
+# whole-model group); the ``rank`` lines above split each gap into the core's parts.
 # Compiling changes only what runs between the hooks: it fuses the norms, the rotary
 # embedding, SwiGLU's activation and product and the residual adds into fewer kernels
 # with fewer launches, and adds a guard check and AOTAutograd's runtime wrapper to every
@@ -568,16 +623,15 @@ plt.show()
 # all-gather, copies the gathered shards out into parameters and issues the
 # reduce-scatter, and the optimizer updates sharded DTensor parameters. Whether that CPU
 # work or the kernels set the pace is what the busy share and the bound say; where the
-# kernels do, their time is what compiling can shrink, and MFU says how far the step is
-# from the GPU's peak.
+# kernels do, their time is what compiling can shrink.
 #
 # What compiling can still reach
 # ------------------------------
 #
 # The core sorts every kernel by family. Matrix products and attention
-# (``GPU: matmul``, ``GPU: attention``) run in cuBLAS's and the fused attention kernels
-# in every variant: Inductor calls the same libraries for them. Fusion acts on the other
-# kernels, and only on those that a compiled graph launches:
+# (``GPU: matmul``, ``GPU: attention``) run in library kernels in every variant (the
+# kernel tables name them). Fusion acts on the other kernels, and only on those that a
+# compiled graph launches:
 #
 # * ``GPU: compiled kernels``: Inductor's Triton kernels, forward and backward;
 # * ``GPU: eager elementwise``: kernels of code that runs uncompiled, such as the
@@ -585,22 +639,29 @@ plt.show()
 #   norm, rotary embedding, activation, product and residual add of the blocks;
 # * ``GPU: copies``: among others FSDP2's copies around each collective (the shard
 #   copied into the all-gather's buffer, the gathered parameters copied out, the
-#   gradients copied and cast for the reduce-scatter). FSDP2 keeps Dynamo out of its
-#   hooks;
+#   gradients copied and cast for the reduce-scatter);
 # * ``GPU: optimizer``: the fused AdamW kernels, outside the compiled model here.
 #
 # On the CPU path the core splits the main thread's time instead; there
 # ``compiled code`` is the time inside Inductor's C++ kernels, apart from the matrix
-# products they call. The lines below bound what more fusion inside the compiled blocks could win, on each
-# rank: how much faster the step would be if Inductor's own kernels took no time at
-# all. What no compiled graph launched stays as it is.
+# products they call, and ``FSDP2 hooks`` the time inside FSDP2's own ranges.
+#
+# Each part has its own lever. Inductor's kernels shrink only with more fusion inside
+# the blocks; the eager kernels, by compiling more of the model (the root's embedding,
+# final norm and loss); FSDP2's copies and the rest of its hooks' work (``FSDP2 hooks``
+# on the CPU path), only on FSDP2's side, since its hooks run eagerly around the
+# compiled blocks: ``reshard_after_forward=False``, for one, skips the all-gather
+# before each block's backward and the copies around it, for the memory of keeping the
+# gathered parameters until then. The lines below rank the parts of the per-block step
+# on each rank that are neither matrix products, attention nor communication: the
+# first one named is the next lever.
 
 for rank, report in enumerate(runs[1]):
-    row = report["res"]["FSDP2, per-block compile"]
-    mine = row.parts.get("GPU: compiled kernels" if gpu else "compiled code", 0.0)
-    most, line = row.ms / (row.ms - mine), f"rank {rank}: per-block compile, {mine:.2f}"
-    print(f"{line} of {row.ms:.2f} ms per step in Inductor's kernels; at most", end="")
-    print(f" {most:.2f}x faster without them")
+    row, skip = report["res"]["FSDP2, per-block compile"], "matmul|attention|communic"
+    rest = {k: ms for k, ms in row.parts.items() if not re.search(skip + "|overlap", k)}
+    top = sorted(rest, key=rest.get, reverse=True)[:3]
+    parts = [f"{k} {rest[k]:.2f} ms ({100 * rest[k] / row.ms:.0f} %)" for k in top]
+    print(f"rank {rank}, per-block compile, {row.ms:.2f} ms: " + "; ".join(parts))
 
 # %%
 # Conclusion

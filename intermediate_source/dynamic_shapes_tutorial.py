@@ -23,12 +23,14 @@ Dynamic shapes without surprises
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
 
-       * PyTorch 2.9 or later
+       * PyTorch 2.9 or later; built on Linux, and nothing on the page is Linux-only
        * The basics of ``torch.compile`` (:ref:`torch_compile_tutorial`); the recompile
          section of :ref:`debugging_tutorial` helps
-       * A CUDA GPU of compute capability 7.5 or newer for the timings (current CUDA
-         wheels need it); runs on CPU with smaller sizes (Inductor then needs a C++
-         compiler and the Python headers)
+       * A GPU is optional. With a CUDA GPU (compute capability 7.5 or newer, under 1 GB
+         of its memory) the page also serves with CUDA graphs, and Inductor needs Triton
+         (PyTorch's Linux CUDA wheels bring it). Without one it runs on the CPU with
+         smaller sizes, and Inductor needs a C++ compiler and the Python headers
+       * On a 2-core CPU it runs in about a minute, with about 1 GB of memory
 """
 
 # %%
@@ -71,7 +73,8 @@ from torch._inductor.utils import fresh_cache
 import measure
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
-if device == "cuda":
+gpu = device == "cuda"
+if gpu:
     n_layer, d_model, batch, max_len, n_steps = 4, 256, 16, 512, 256
     median_len, buckets, n_check = 48, (64, 128, 256, 512), 16
     device_name = torch.cuda.get_device_name()
@@ -79,6 +82,7 @@ else:
     n_layer, d_model, batch, max_len, n_steps = 1, 64, 8, 128, 96
     median_len, buckets, n_check = 16, (32, 64, 128), 8
     device_name = f"CPU, {torch.get_num_threads()} threads"
+measure.require(cxx=not gpu, triton=gpu)  # what Inductor needs here
 N_HEAD, VOCAB = 4, 512
 print(f"torch {torch.__version__}, {device_name}: {n_layer} layers, width {d_model}")
 # PyTorch's default float32 matmul precision (no TF32) is kept on purpose.
@@ -106,13 +110,12 @@ def captured_log(pattern=None, limit=8, **artifacts):
             yield
     finally:
         torch._logging.set_logs()  # the defaults again, on the real stderr
-        kept = []
+        kept = {}  # the lines that match, once each, in order
         for line in buffer.getvalue().splitlines():
             line = DIRS.sub("", LOG_PREFIX.sub(r"\1", line).split("  # ")[0]).rstrip()
             line = re.sub(r"(check_tensor\(\S+), .*(size=)", r"\1, ..., \2", line)
-            if pattern and re.search(pattern, line) and line not in kept:
-                kept.append(line)
-        for line in kept[:limit]:
+            kept |= {line: None} if pattern and re.search(pattern, line) else {}
+        for line in list(kept)[:limit]:
             print(textwrap.fill(f"[log] {line}", 100, subsequent_indent="      "))
 
 
@@ -139,13 +142,17 @@ def first_rows_norm(x, limit=24):
     return F.layer_norm(x, x.shape[-1:])
 
 
-torch._dynamo.reset()
-counters.clear()
-compiled_norm = torch.compile(first_rows_norm, backend="eager")
+def eager_backend(fn, **options):
+    """fn compiled with backend="eager", after a reset: no graphs, every count at 0."""
+    torch._dynamo.reset()
+    counters.clear()
+    return torch.compile(fn, backend="eager", **options)
+
+
+compiled_norm = eager_backend(first_rows_norm)
 symbolic = r"Recompiling|- \d+/\d+:|size=\[None|LAMBDA_GUARD: .*size\(\)"
 with captured_log(symbolic, limit=14, recompiles=True, guards=True):
-    for n in [8, 16, 32, 48, 1]:
-        x = torch.randn(n, 16)
+    for x in [torch.randn(n, 16) for n in (8, 16, 32, 48, 1)]:
         torch.testing.assert_close(compiled_norm(x), first_rows_norm(x))
 print(f"5 sizes (8, 16, 32, 48, 1): {counters['stats']['unique_graphs']} graphs")
 assert counters["stats"]["unique_graphs"] == 4
@@ -177,83 +184,65 @@ assert counters["stats"]["unique_graphs"] == 4
 # * ``torch.compile(..., dynamic=True)`` makes every size of every input symbolic from
 #   the start, and ``dynamic=False`` turns automatic dynamic off: one graph per size.
 #
-# The counts below are Dynamo's, for the same four sizes. In the dynamic modes the
-# sizes on each side of the branch still need a graph each.
-
-mode_rows = []
-for name, options, mark in [
-    ("automatic (default)", {}, None),
-    ("mark_dynamic(x, 0)", {}, torch._dynamo.mark_dynamic),
-    ("maybe_mark_dynamic(x, 0)", {}, torch._dynamo.maybe_mark_dynamic),
-    ("dynamic=True", {"dynamic": True}, None),
-    ("dynamic=False", {"dynamic": False}, None),
-]:
-    torch._dynamo.reset()
-    counters.clear()
-    compiled_norm = torch.compile(first_rows_norm, backend="eager", **options)
-    for n in [8, 16, 32, 48]:
-        x = torch.randn(n, 16)
-        if mark is not None:
-            mark(x, 0)
-        compiled_norm(x)
-    mode_rows.append([name, counters["stats"]["unique_graphs"]])
-print(tabulate(mode_rows, ["sizes 8, 16, 32, 48", "graphs"], tablefmt="github"))
-assert [r[1] for r in mode_rows] == [3, 2, 2, 2, 4], mode_rows
-
-# %%
-# ``mark_dynamic`` is a promise that the code treats the size as a symbol. Code that
-# needs it as a number breaks the promise: this function loops over chunks of eight rows
-# in Python, so Dynamo unrolls the loop and the number of chunks, hence the size,
-# becomes a constant. ``mark_dynamic`` then raises ``ConstraintViolationError`` with the
-# reason below, while ``maybe_mark_dynamic`` accepts the constant and recompiles per size.
+# Recompiling cannot go on for ever. After ``torch._dynamo.config.recompile_limit``
+# graphs for one function (8 by default; ``cache_size_limit`` is its older name, still
+# accepted in 2.9), Dynamo logs a warning and stops compiling that function: the graphs
+# it has keep serving the inputs they match, and every other call runs the Python code
+# eagerly, uncompiled.
+#
+# The table counts Dynamo's graphs for two functions in each mode, and checks every
+# result against the function run without compiling. ``first_rows_norm`` gets twelve
+# sizes, on both sides of its branch. ``chunk_sums`` loops over chunks of eight rows in
+# Python: Dynamo unrolls the loop, so the number of chunks, hence the size, becomes a
+# constant, and code that needs a size as a number breaks ``mark_dynamic``'s promise.
 
 
 def chunk_sums(x):
     return torch.stack([x[i : i + 8].sum(0) for i in range(0, x.shape[0], 8)])
 
 
-for mark in [torch._dynamo.mark_dynamic, torch._dynamo.maybe_mark_dynamic]:
-    torch._dynamo.reset()
-    counters.clear()
-    compiled_chunks = torch.compile(chunk_sums, backend="eager")
+def graphs_for(fn, sizes, options, mark):
+    """How many graphs Dynamo compiles for fn over inputs of these sizes, or its error."""
+    compiled = eager_backend(fn, **options)
     try:
-        with captured_log(r"You marked", limit=1):
-            for n in [16, 32]:
-                x = torch.randn(n, 4)
+        for n in sizes:
+            x = torch.randn(n, 16)
+            if mark is not None:
                 mark(x, 0)
-                compiled_chunks(x)
-        print(f"{mark.__name__}: {counters['stats']['unique_graphs']} graphs")
+            torch.testing.assert_close(compiled(x), fn(x))
     except torch.fx.experimental.symbolic_shapes.ConstraintViolationError as error:
-        print(f"{mark.__name__}: {type(error).__name__}: {str(error).splitlines()[0]}")
-assert counters["stats"]["unique_graphs"] == 2
+        return type(error).__name__
+    return counters["stats"]["unique_graphs"]
 
-# %%
-# The recompile limit
-# -------------------
-#
-# Recompiling cannot go on for ever. After ``torch._dynamo.config.recompile_limit``
-# graphs for one function (8 by default; ``cache_size_limit`` is its older name, still
-# accepted in 2.9), Dynamo logs a warning and stops compiling that function: the graphs
-# it has keep serving the inputs they match, and every other call runs the Python code
-# eagerly, uncompiled. With ``dynamic=False`` twelve sizes are enough to get there:
 
-torch._dynamo.reset()
-counters.clear()
-compiled_norm = torch.compile(first_rows_norm, backend="eager", dynamic=False)
-with captured_log(r"hit config|last reason"):
-    for n in range(2, 14):
-        x = torch.randn(n, 16)
-        torch.testing.assert_close(compiled_norm(x), first_rows_norm(x))
+mode_rows, sizes = [], [8, 16, 32, 48, 2, 3, 4, 5, 6, 7, 9, 10]
+with captured_log(r"You marked|hit config|last reason", limit=3):
+    for name, options, mark in [
+        ("automatic (default)", {}, None),
+        ("mark_dynamic(x, 0)", {}, torch._dynamo.mark_dynamic),
+        ("maybe_mark_dynamic(x, 0)", {}, torch._dynamo.maybe_mark_dynamic),
+        ("dynamic=True", {"dynamic": True}, None),
+        ("dynamic=False", {"dynamic": False}, None),
+    ]:
+        norm = graphs_for(first_rows_norm, sizes, options, mark)
+        mode_rows.append([name, norm, graphs_for(chunk_sums, [16, 32], options, mark)])
+headers = ["graphs for", "first_rows_norm, 12 sizes", "chunk_sums, sizes 16, 32"]
+print(tabulate(mode_rows, headers, tablefmt="github"))
 limit = torch._dynamo.config.recompile_limit
-print(f"12 sizes, recompile_limit {limit}: {counters['stats']['unique_graphs']} graphs")
-assert counters["stats"]["unique_graphs"] == limit
+assert [r[1] for r in mode_rows] == [3, 2, 2, 2, limit], mode_rows
+assert [r[2] for r in mode_rows] == [2, "ConstraintViolationError", 2, 2, 2], mode_rows
 
 # %%
-# The results are still right, which is what makes the limit a surprise: the program
-# just gets slower. ``torch._dynamo.config.fail_on_recompile_limit_hit = True`` turns
-# the warning into an error, which is worth setting in tests. Raising the limit only
-# postpones the problem; the fix is a dynamic size or fewer distinct sizes, as the
-# workload below shows.
+# In the dynamic modes the sizes on each side of ``first_rows_norm``'s branch still
+# need a graph each. ``mark_dynamic`` on ``chunk_sums`` raises
+# ``ConstraintViolationError``, with the reason in the log above, while
+# ``maybe_mark_dynamic`` accepts the constant and recompiles per size. With
+# ``dynamic=False``, twelve sizes reach the recompile limit (the warning and the last
+# failed guard are in the log), and the results are still right, which is what makes the
+# limit a surprise: new sizes just run uncompiled from then on.
+# ``torch._dynamo.config.fail_on_recompile_limit_hit = True`` turns the warning into an
+# error, which is worth setting in tests. Raising the limit only postpones the problem;
+# the fix is a dynamic size or fewer distinct sizes, as the workload below shows.
 #
 # Data-dependent shapes
 # ---------------------
@@ -361,8 +350,8 @@ def make_batch(i, bucketed=False, mark=False):
     width = int(widths[i])
     if bucketed:
         width = next(b for b in buckets if b >= width)
-    x = stream[i, :, :width] * (torch.arange(width) < seq_lens[i, :, None])  # pad: 0
-    x = x.to(device)
+    # the batch's sequences, zero past each one's length
+    x = (stream[i, :, :width] * (torch.arange(width) < seq_lens[i, :, None])).to(device)
     if mark:  # the sequence length is dynamic from the first call
         torch._dynamo.mark_dynamic(x, 1)
     return x
@@ -401,7 +390,6 @@ class GPT(nn.Module):
 
 torch.manual_seed(0)
 model = GPT().to(device).eval()
-print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters")
 
 # %%
 # Ways to serve it
@@ -469,7 +457,8 @@ def serve(name, fn):
     cuda_graphs = f"{len(rec)} in {sum(rec):.1f} s" if "CUDA" in name else None
     padding = 1 - int(seq_lens.sum()) / sum(x.numel() for x in batches)
     graphs = counters["stats"]["unique_graphs"] - graphs
-    return [graphs, compiling or None, cuda_graphs, padding, err], one_pass
+    cells = [graphs, compiling or None, *[cuda_graphs] * gpu, padding, err]
+    return cells, one_pass, (len(rec), sum(rec), sum(x.numel() for x in xs))
 
 
 strategies = {  # each compiled strategy compiles a function of its own (see above)
@@ -478,7 +467,7 @@ strategies = {  # each compiled strategy compiles a function of its own (see abo
     "dynamic from call 1": torch.compile(lambda x: model(x), fullgraph=True),
     "buckets": torch.compile(lambda x: model(x), fullgraph=True, dynamic=False),
 }
-if device == "cuda":
+if gpu:
     begin = torch.compiler.cudagraph_mark_step_begin
     graphed = dict(fullgraph=True, mode="reduce-overhead")
     exact = torch.compile(lambda x: model(x), **graphed)
@@ -497,7 +486,7 @@ rows = cold.result
 print(f"All strategies from empty caches: {cold.graphs} graphs, {cold.compiling:.1f} s")
 print(f"of compiling (Dynamo, AOTAutograd, Inductor) in a {cold.seconds:.1f} s run")
 used = {next(b for b in buckets if b >= w) for w in widths.tolist()}
-assert [cells[0] for cells, _ in rows.values()][:4] == [0, 2, 1, len(used)]
+assert [cells[0] for cells, _, _ in rows.values()][:4] == [0, 2, 1, len(used)]
 
 # %%
 # The table
@@ -510,26 +499,55 @@ assert [cells[0] for cells, _ in rows.values()][:4] == [0, 2, 1, len(used)]
 # nothing compiled while it timed; the page asserts that no CUDA graph was recorded.
 # **tokens/s** counts real tokens only. On a CPU there are no CUDA graphs and no busy
 # share: one device runs the Python and computes.
+#
+# Under the table, each strategy is compared with the fastest; on a GPU, a line names
+# the rows bound by the CPU. Then the padding: buckets against exact shapes (on a GPU,
+# also with CUDA graphs), as the tokens each computed in the timed pass beside the time
+# it took: on a CPU the pass, with the interval of the paired windows; on a GPU the
+# GPU's busy time, where padding adds kernel work, with 5 % either side for the
+# precision of kernel timestamps. Then their paired comparison and, for CUDA graphs,
+# what each recorded while serving.
 
 records = len(compilation_time_metrics.get("CUDAGraphNode.record", []))
-results = measure.compare({n: run for n, (_, run) in rows.items()}, device)
+results = measure.compare({n: run for n, (_, run, _) in rows.items()}, device)
 assert len(compilation_time_metrics.get("CUDAGraphNode.record", [])) == records
 tokens = int(seq_lens[check_ids].sum())
 table = [
     [n, *cells, tokens / results[n].ms * 1e3, *results.cells(n)]
-    for n, (cells, _) in rows.items()
+    for n, (cells, _, _) in rows.items()
 ]
-headers = ["strategy", "graphs", "compile (s)", "CUDA graphs", "padding", "error"]
-headers += ["tokens/s", *results.headers()]
-formats = ["", "", ".1f", "", ".0%", ".1e", ",.0f", *results.formats()]
-if device != "cuda":  # a CPU records no CUDA graphs: no column for them
-    table = [r[:3] + r[4:] for r in table]
-    headers, formats = headers[:3] + headers[4:], formats[:3] + formats[4:]
+headers = ["strategy", "graphs", "compile (s)", *["CUDA graphs"] * gpu, "padding"]
+headers += ["error", "tokens/s", *results.headers()]
+formats = ["", "", ".1f", *[""] * gpu, ".0%", ".1e", ",.0f", *results.formats()]
 print(f"{device_name}, torch {torch.__version__}; {n_steps} batches of {batch}")
 print(tabulate(table, headers, "github", formats, missingval="-"))
 best = min(results, key=lambda name: results[name].ms)
 print(f"Fastest pass: {best}. Each other strategy against it:")
 print("\n".join(results.versus(name, best) for name in results if name != best))
+if gpu:  # what bounds each row: the busy share of its unprofiled pass
+    cpu = [f"{n} ({r.busy:.0f} %)" for n, r in results.items() if r.bound == "CPU"]
+    print(f"CPU-bound, the GPU busy under 85 %: {', '.join(cpu) or 'none'}")
+
+
+def reading(name, ref):
+    """name, padded to buckets, against ref, exact widths: padding's cost, recordings."""
+    (rec, rec_s, computed), (rec0, rec0_s, computed0) = rows[name][2], rows[ref][2]
+    r, r0, tokens = results[name], results[ref], computed / computed0
+    (cost, lo, hi, _), what = results.ratio(name, ref), "time"  # paired windows
+    if r.busy_ms is not None:  # on a GPU, the kernels' time (timestamps hold ~5 %)
+        cost, what = r.busy_ms / r0.busy_ms, "GPU busy time"
+        lo, hi = cost / 1.05, cost * 1.05
+    share = "below" if hi < tokens else "above" if lo > tokens else "holding"
+    print(f"Padding, {name} against {ref}: {tokens:.2f}x the tokens computed, for")
+    print(f"{cost:.2f}x the {what}, {lo:.2f}-{hi:.2f}x: {share} the tokens' ratio.")
+    print(results.versus(name, ref, headline_as=f"{name} vs {ref}"))
+    for n, k, sec in [(ref, rec0, rec0_s), (name, rec, rec_s)][: 2 * (rec > 0)]:
+        print(f"{n} recorded {k} CUDA graphs in {sec:.2f} s while serving")
+
+
+reading("buckets", "exact shapes")
+if gpu:
+    reading("CUDA graphs, buckets", "CUDA graphs, exact")
 
 # %%
 # The chart shows each strategy's pass over the ``n_check`` batches; on a GPU each bar
@@ -540,7 +558,7 @@ ax.barh(list(results), [r.ms for r in results.values()], color="0.75", label="wa
 ax.barh(list(results), [r.busy_ms or 0 for r in results.values()], label="GPU busy")
 ax.set(xlabel=f"ms per pass over {n_check} batches (median)", title=device_name)
 ax.invert_yaxis()
-if device == "cuda":
+if gpu:
     ax.legend()
 plt.show()
 
@@ -559,29 +577,36 @@ plt.show()
 # distinct sizes Inductor logs the warning printed above, if the stream got there.
 #
 # **padding** is the share of computed tokens that are padding, over the whole stream;
-# **tokens/s** counts real tokens only, so the padding a strategy computes costs it
-# throughput. What a static graph can win in exchange: kernels compiled for known sizes
-# (loop bounds and index arithmetic fixed in the code), and, with CUDA graphs, one
-# launch per graph instead of one per kernel.
+# **tokens/s** counts real tokens only, so padding is work that yields no token. A
+# padded matrix product does work in proportion to the width, and attention in
+# proportion to its square, but a kernel's time follows its work only once the work
+# fills the device: a small kernel takes about as long at either width, and on a pass
+# bound by the CPU, more GPU work can fill time the GPU would have idled. Padding's
+# cost in time can so be more or less than its share of tokens; the lines that put
+# computed tokens beside time measure it. What a static graph can win in exchange:
+# kernels compiled for known sizes (loop bounds and index arithmetic fixed in the
+# code), and, with CUDA graphs, one launch per graph instead of one per kernel.
 #
-# The lines after the table read each strategy against the fastest, on the same
-# sequences, from the paired windows of the interleaved timing: the ratio of the two
-# passes with its interval, a tie where the interval holds 1.00x, and otherwise the
-# parts of the pass that moved most and how much of the gap they cover. On a CPU the
-# parts are the main thread's time by what ran: eager operators and the Python around
-# them, the compiled code and the wrappers that enter it, Dynamo's guard checks. On a
-# GPU they are kernel time by family (``GPU: matmul``, ``GPU: attention``, ...) and the
-# time the GPU waited, charged to what the launching thread was doing (``waiting:
-# ...``). A padded matrix product's kernel grows with the width, and attention's with
-# its square, so padding costs more than its share of tokens; a CUDA graph's replay
-# issues all of a graph's kernels with one launch.
+# The comparison lines read two strategies on the same sequences, from the paired
+# windows of the interleaved timing: the ratio of the two passes with its interval, a
+# tie where the interval holds 1.00x, and otherwise the parts of the pass that moved
+# most and how much of the gap they cover. On a CPU the parts are the main thread's
+# time by what ran: eager operators and the Python around them, the compiled code and
+# the wrappers that enter it, Dynamo's guard checks. On a GPU they are kernel time by
+# family (``GPU: matmul``, ``GPU: attention``, ...) and the time the GPU waited,
+# charged to what the launching thread was doing (``waiting: ...``).
 #
 # Which strategy wins depends on the machine, the model's size and the length
-# distribution, so measure yours. The trade-offs do not: automatic dynamic costs one
-# recompile and no padding beyond each batch's longest sequence; ``mark_dynamic`` saves
-# that recompile; buckets trade padding for static kernels and a bounded number of
-# graphs; CUDA graphs record one graph per shape, so they pair with few shapes, which
-# buckets provide.
+# distribution, so measure yours; the lines under the table read this run. The
+# mechanisms do not change. Automatic dynamic costs one recompile and no padding beyond
+# each batch's longest sequence; ``mark_dynamic`` saves that recompile; buckets trade
+# padding for static kernels and a bounded number of graphs. A CUDA graph replays a
+# recording of fixed sizes, so exact shapes record one per distinct width that comes
+# again, and each recording costs time when it is made (the "recorded" lines) and keeps
+# GPU memory (its executable graph and the buffers it was recorded with). Buckets bound
+# the recordings at the price of padding: they pay where a stream has many distinct
+# widths, where recording takes long against the time served, or where memory is
+# short, and they cost where the padded work takes more time than they save.
 #
 # Conclusion
 # ----------
@@ -602,6 +627,8 @@ plt.show()
 # * :ref:`torch_compile_tutorial` (recompiles and graph breaks, first steps) and
 #   :ref:`debugging_tutorial` (finding what recompiles)
 # * :ref:`compiled_training_tutorial`: CUDA graphs for a whole training step
+# * :ref:`llm_decode_tutorial`: a decoder's prompt compiled with dynamic lengths, and
+#   its one-token decode step with a static shape replayed from a CUDA graph
 # * `Dynamic shapes in torch.compile
 #   <https://docs.pytorch.org/docs/stable/torch.compiler_dynamic_shapes.html>`__
 # * `Dealing with recompilations

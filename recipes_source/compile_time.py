@@ -12,8 +12,8 @@ Cutting compile time: caches, portable cache artifacts, regional compilation
        :class-card: card-prerequisites
 
        * Where a fresh process spends its time, from importing torch to its exit, part by
-         part: timestamps in the process, PyTorch's own compile timers, and a timer on each
-         handler that runs at exit
+         part: timestamps in the process, PyTorch's own compile timers, the C++ compiler's
+         runs, and a timer on each handler that runs at exit
        * What Inductor's on-disk caches save in a new process, proved with their hit and
          miss counters
        * How to carry a compile cache to a fresh process with
@@ -28,7 +28,9 @@ Cutting compile time: caches, portable cache artifacts, regional compilation
        * PyTorch 2.9 or later, with tabulate and matplotlib
        * A CUDA GPU of compute capability 7.5 or newer for the timings (current CUDA wheels
          need it); runs on CPU with smaller sizes
-       * On CPU, Inductor needs a C++ compiler and the Python headers
+       * On CPU, Inductor needs a C++ compiler and the Python headers (the page stops at
+         its first cell without one); on Linux the page times the compiler apart from the
+         rest of Inductor. A 2-core CPU runs it in about 2 minutes with about 1 GB of memory
 """
 
 # %%
@@ -93,6 +95,8 @@ exec(MODEL_CODE, namespace := {})
 make_model = namespace["make_model"]
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
+measure.require(cxx=device == "cpu")  # Inductor compiles C++ for a CPU: else one line
+watch = measure.watch_cxx()  # logs each C++ compiler run, children's too (Linux)
 # The page keeps PyTorch's default float32 matmul precision; Inductor's hint to turn on
 # TF32 is about speed, not about compile time.
 warnings.filterwarnings("ignore", message=".*TensorFloat32")
@@ -115,9 +119,11 @@ x = torch.randn(BATCH, SEQ, WIDTH, device=device)
 # cache artifacts (below); two load them first, with Inductor's default compile workers
 # and with ``TORCHINDUCTOR_COMPILE_THREADS=1``, which makes Inductor compile in the process
 # itself and start no workers; the last compiles each block on its own (regional
-# compilation, further down). The script takes a timestamp after each part of its life,
-# and it imports Inductor explicitly, so that this one-time import is not counted as
-# compiling. ``torch._dynamo.utils.compile_times`` splits the first call into nested
+# compilation, further down). The script takes a timestamp after each part of its life.
+# It imports Dynamo and Inductor explicitly, each after a stamp of its own, so that
+# neither one-time import is counted as ``import torch`` or as compiling (importing
+# ``torch._dynamo`` also imports SymPy and, where it is installed, Triton).
+# ``torch._dynamo.utils.compile_times`` splits the first call into nested
 # stages: ``_compile.compile_inner`` is all of the compilation,
 # ``OutputGraph.call_user_compiler`` the backend call inside it, and ``compile_fx_inner``
 # Inductor inside that. Subtracting each from the one around it gives Dynamo's share
@@ -127,6 +133,14 @@ x = torch.randn(BATCH, SEQ, WIDTH, device=device)
 # AOTAutograd's cache hits, it loads Inductor's compiled graph itself, outside
 # ``compile_fx_inner``; its timer ``AOTAutogradCache.inductor_load`` is counted as
 # Inductor's too.
+#
+# The C++ compiler is Inductor's own part on a CPU: Inductor writes each kernel as C++
+# and builds it into a library. ``measure.watch_cxx()`` (first cell) makes Inductor call
+# the compiler through a small wrapper that logs the start and end of each run, and names
+# the wrapper in ``CXX``, which the new processes inherit, with their compile workers. The
+# seconds in which at least one compiler ran during the first call are the row "Inductor:
+# C++ compiler"; "Inductor: the rest" is lowering, fusion, code generation and loading
+# (off Linux the page does not time the compiler, and the rest includes it).
 #
 # The script also times every handler that Python runs at exit: before importing torch
 # it wraps ``atexit.register`` and ``threading._register_atexit`` (where
@@ -162,10 +176,11 @@ atexit.register = timed(atexit.register)
 threading._register_atexit = timed(threading._register_atexit)
 """
 SCRIPT = """
-from torch._dynamo.utils import counters, compile_times
 mode, path, device = sys.argv[1:]
 width, heads, layers, batch, seq = SIZES
-T.append(("import torch", time.time()))
+T.append(("import torch", time.time()))  # MODEL_CODE imported it
+from torch._dynamo.utils import counters, compile_times
+T.append(("import Dynamo", time.time()))
 torch.ones(1, device=device).sum().item()  # on a GPU, creates the CUDA context
 T.append(("CUDA init", time.time()))
 model = make_model(width, heads, layers, device)
@@ -211,10 +226,14 @@ def fresh_process(mode, **more):
     stamps, handlers, handlers_done = json.loads(lines["EXIT"][5:])
     parts = {"Python start-up": stamps[0][1] - launched}
     for (_, before), (name, now) in zip(stamps, stamps[1:]):
-        if name == "first call":  # split by PyTorch's compile timers
+        if name == "first call":  # split by PyTorch's compile timers and the C++ log
+            cxx = watch.seconds(before, now) if watch else 0.0  # off Linux: in the rest
+            assert cxx <= ind + hit + 0.1, (cxx, ind, hit)  # it runs inside Inductor
             parts["Dynamo"], parts["AOTAutograd"] = total - call, call - ind - hit
-            parts["Inductor (compile or load)"], now = ind + hit, now - total
-            name = "first run (rest of the call)"
+            parts["Inductor: the rest"] = ind + hit - cxx
+            if watch:
+                parts["Inductor: C++ compiler"] = cxx
+            now, name = now - total, "first run (rest of the call)"
         parts[name] = now - before
     for name, seconds in handlers:  # Python's exit, handler by handler
         key = f"exit: {name}" if seconds >= 0.05 else "exit: other handlers"
@@ -244,11 +263,27 @@ for label, (parts, info) in zip(labels, procs):
     ranked = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
     top = ", ".join(f"{k} {v:.2f} s" for k, v in ranked)
     print(f"{label}: {info[-1]:.2f} s in all; largest parts: {top}")
+    measure.headline(f"fresh process, {label}", info[-1], "s")
+COMPILING = ["Dynamo", "AOTAutograd", "Inductor: the rest", "Inductor: C++ compiler"]
+
+
+def versus(a, b):
+    """Column a read against column b: the compile's parts, then the two largest others."""
+    (pa, ia), (pb, ib) = procs[labels.index(a)], procs[labels.index(b)]
+    change = {k: abs(pa.get(k, 0) - pb.get(k, 0)) for k in names if k not in COMPILING}
+    keys = [k for k in COMPILING if k in names] + sorted(change, key=change.get)[:-3:-1]
+    moved = ", ".join(f"{k} {pb.get(k, 0):.2f} -> {pa.get(k, 0):.2f}" for k in keys)
+    return f"{a} against {b}: {ib[-1]:.2f} -> {ia[-1]:.2f} s in all; {moved} s"
+
+
+print(versus("load", "compile, save"))  # what the artifacts save, part by part
+print(versus("load, 1 thread", "load"))  # compile workers in a process that loads
+print(versus("regional", "compile, save"))  # both from an empty cache
 fig, ax = plt.subplots(figsize=(8, 3.5))
 left = [0.0] * len(procs)
-for name, *values in rows[: len(names)]:  # the parts of 0.2 s or more, in order
+for k, (name, *values) in enumerate(rows[: len(names)]):  # parts of 0.2 s or more
     if max(values) >= 0.2:
-        ax.barh(labels, values, left=left, label=name)
+        ax.barh(labels, values, left=left, label=name, color=plt.cm.tab20(k % 20))
         left = [a + b for a, b in zip(left, values)]
 ax.set(title=f"Fresh processes, {device_name}", xlabel="seconds, parts >= 0.2 s")
 ax.legend(loc="upper left", bbox_to_anchor=(1, 1), fontsize="small")
@@ -267,24 +302,39 @@ plt.show()
 # input is on the GPU, before AOTAutograd looks up its cache, so a process that only loads
 # starts the workers too.
 #
-# The two ``load`` columns found every entry in the artifacts (fx misses: 0), so the
-# backend call only loads; Dynamo still traces the model in each new process, because the
-# caches are keyed by the graph that Dynamo produces. The key also covers the input shapes
-# and strides, the PyTorch and Triton versions, the Inductor configuration and, on a GPU,
-# the device model: change any of them and the lookup misses. On a GPU, Inductor bundles
-# the compiled Triton kernels into each FX graph entry
-# (``torch._inductor.config.bundle_triton_into_fx_graph_cache``); on a CPU an entry holds
-# the generated C++ source, which is compiled once more. PyTorch reads
-# ``TORCHINDUCTOR_COMPILE_THREADS`` when ``torch._inductor.config`` is first imported.
-# Keep the workers in a process that will compile something new (a new input shape, a
-# changed model): they compile its kernels in parallel. To ship compiled code that needs
-# no tracing at all in the serving process, export the model and compile it ahead of time
-# into a package (:ref:`export_aoti_tutorial`).
+# Under the table, a line per column names its largest parts. The three lines after it
+# read one column against another, part by part: what the artifacts save (the process
+# that loaded them against the one that compiled and saved them), what compile workers
+# cost or bring to a process that loads (one thread against the default), and regional
+# against whole-model compilation, both from an empty cache.
+#
+# The two ``load`` columns found every entry in the artifacts (fx misses: 0), so Inductor
+# skips lowering and code generation; Dynamo still traces the model in each new process,
+# because the caches are keyed by the graph that Dynamo produces. The key also covers the
+# input shapes and strides, the PyTorch and Triton versions, the Inductor configuration
+# and, on a GPU, the device model: change any of them and the lookup misses. What a
+# loading process still compiles depends on the device. On a GPU, Inductor bundles the
+# compiled Triton kernels into each FX graph entry
+# (``torch._inductor.config.bundle_triton_into_fx_graph_cache``). On a CPU an entry holds
+# the generated C++ source, and the libraries built from it stay in the cache folder that
+# built them, beside those of small test programs that every new folder builds before its
+# first kernel to find the CPU's vector instructions (each then loaded by a short-lived
+# child process: the builds count in the C++ compiler's row, the loads in the rest of
+# Inductor). A process with a new folder therefore runs the C++ compiler again,
+# artifacts or not; a cache folder kept between runs keeps the libraries too. One build
+# is shared instead: the precompiled header that every kernel includes lives in
+# Inductor's default folder in the temporary directory (``torchinductor_<user>``), which
+# ``TORCHINDUCTOR_CACHE_DIR`` does not move, so the first process on a machine builds it
+# and later ones reuse it. Compile workers build kernels in parallel, and a pool costs
+# its start and its shutdown; PyTorch reads ``TORCHINDUCTOR_COMPILE_THREADS`` when
+# ``torch._inductor.config`` is first imported.
+# To ship compiled code that needs no tracing at all in the serving process, export the
+# model and compile it ahead of time into a package (:ref:`export_aoti_tutorial`).
 #
 # Regional compilation
 # --------------------
 #
-# The caches make the *second* compilation cheap; the first gets cheaper when the compiler
+# The caches make the *second* compilation cheaper; the first gets cheaper when the compiler
 # has less to do. Compiled as one graph, every copy of the block is traced by Dynamo,
 # passed through AOTAutograd and lowered by Inductor. ``block.compile()`` compiles each
 # block in place instead (the ``regional`` column). The blocks run the same Python code
@@ -336,8 +386,10 @@ shutil.rmtree(work_dir, ignore_errors=True)  # the script, the artifacts, the ca
 # A fresh process spends its start in parts that can be measured one by one: importing
 # torch, building the model, Dynamo, AOTAutograd, Inductor, the first run and the exit;
 # PyTorch's own timers split the compilation. Cache artifacts carry Inductor's and
-# AOTAutograd's entries to a process that starts empty, and such a process needs no
-# compile workers if it only loads. Regional compilation compiles a repeated block once,
+# AOTAutograd's entries to a process that starts empty: it skips lowering and code
+# generation, but on a CPU it still runs the C++ compiler, since the compiled libraries
+# stay in the folder that built them; whether compile workers pay for themselves in such
+# a process is measured, not assumed. Regional compilation compiles a repeated block once,
 # at the price of fusion across blocks; assert that a cold measurement compiled
 # something, or a block that silently runs eagerly will look like a fast compiler.
 #

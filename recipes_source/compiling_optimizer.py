@@ -243,6 +243,9 @@ for width in WIDTHS:
 
 print(f"Adam, float32, {device_name}")
 headers = ["params (M)", "variant", *res.headers(), "% of copy roofline", "x fused"]
+fused = "fused + CUDA graph" if device == "cuda" else "eager fused"
+for kind, name in (("compiled", label), ("fused", fused)):
+    measure.headline(f"{kind}, % of copy roofline (largest)", shares[name][-1][1], "%")
 print(tabulate(rows, headers, "github", ["", "", *res.formats(), ".1f", ".2f"]))
 for i, (size, res) in enumerate(results.items()):
     best = min(res, key=lambda k: res[k].ms)

@@ -276,7 +276,7 @@ print(f"Adam step, steady state; {device_name}, torch {torch.__version__}")
 rows = [[name, *res.cells(name)] for name in res]
 print(tabulate(rows, ["variant", *res.headers()], "github", ["", *res.formats()]))
 for ref in list(res)[1:]:
-    print(res.versus("compiled", ref))
+    print(res.versus("compiled", ref, headline_as=f"compiled vs {ref}"))
 
 fig, ax = plt.subplots(figsize=(6, 2))
 ax.barh(list(res), [r.ms for r in res.values()], xerr=[r.spread for r in res.values()])

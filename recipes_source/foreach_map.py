@@ -334,7 +334,9 @@ print(tabulate(rows, headers, "github", ["", "", *res.formats(), ".1f"]))
 for label, res, roofline_ms in readings:
     read(label, res, roofline_ms)
     for ref in ("eager fused", "eager foreach"):
-        print(res.versus("foreach_map", ref, f"{label}: "))
+        print(res.versus("foreach_map", ref, f"{label}: ", f"foreach_map vs {ref}"))
+share = 100 * roofline_ms / res["foreach_map"].ms  # the largest size
+measure.headline("foreach_map, % of copy roofline (largest)", share, "%")
 
 # %%
 # The chart draws the roofline column: how close each variant came to moving its bytes

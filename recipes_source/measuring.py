@@ -165,6 +165,8 @@ busy = (
     f"; busy {added.busy:.0f} %" if device == "cuda" else ""
 )  # no busy share on a CPU
 print(f"copy roofline ({roofline_ms:.3f} ms){busy}")
+measure.headline("copy speed", bytes_per_ms / 1e6, "GB/s")
+measure.headline("add, % of copy roofline", share, "%")
 if device == "cuda":
     assert 70 <= share <= 110 and added.busy >= 90, (share, added)
 assert not measure.PHYSICS_FAILURES, measure.PHYSICS_FAILURES

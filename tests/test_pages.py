@@ -1,6 +1,7 @@
 """Reading order and needs: every tutorial is listed once in tools.gallery.PAGES, and the
 home page's cards follow that order, each with its needs."""
 
+import json
 import re
 
 from conftest import ROOT
@@ -98,3 +99,38 @@ def test_the_site_results_page_takes_its_numbers_from_the_records(monkeypatch):
         "CPU, newest PyTorch": "20 tokens/s (2.15.0)",
     }
     assert rows["intermediate/torch_compile_tutorial"][0] == "(no headline result yet)"
+
+
+def test_headline_results_reach_the_file_the_build_names(tmp_path, monkeypatch):
+    import measure
+
+    path = tmp_path / "headlines.json"
+    monkeypatch.setenv(measure.HEADLINES_FILE, str(path))
+    monkeypatch.setattr(measure, "HEADLINES", {})
+    res = measure.Results()
+    for name, ms in (("compiled", 1.0), ("eager", 2.0)):
+        res[name] = measure.Row(name, ms, 0.0, [ms] * 9, ms)
+    res.versus("compiled", "eager", headline_as="speed-up")
+    measure.headline("cold compile", 12.345678, "s")
+    assert json.loads(path.read_text()) == {
+        "speed-up": [2.0, "x"],
+        "cold compile": [12.3457, "s"],
+    }
+
+
+def test_against_groups_variants_by_their_intervals(tmp_path, monkeypatch):
+    import measure
+
+    monkeypatch.setenv(measure.HEADLINES_FILE, str(tmp_path / "h.json"))
+    monkeypatch.setattr(measure, "HEADLINES", {})
+    res = measure.Results()
+    wobble = [0.9, 1.1] * 4 + [1.0]
+    for name, ms in (("eager", 2.0), ("fast", 1.0), ("same", 2.0), ("slow", 4.0)):
+        windows = [ms * w if name == "same" else ms for w in wobble]
+        res[name] = measure.Row(name, ms, 0.0, windows, ms)
+    line = res.against("eager", "float32 eager", headlines=True)
+    assert line == (
+        "faster than float32 eager: fast (0.50x); tied with float32 eager: same "
+        "(1.00x); slower than float32 eager: slow (2.00x)"
+    )
+    assert measure.HEADLINES["fast vs eager"] == [2.0, "x"]
