@@ -4,7 +4,8 @@
 #   make test                    run the test suite
 #   make test-all                the test suite and the tests marked slow (every notebook on a kernel)
 #   make html-noplot             build without executing anything (fast; for prose and layout)
-#   make html-one PATTERN=foreach  execute only the tutorials whose path matches PATTERN
+#   make html-one PATTERN=foreach  execute only the tutorials whose path matches PATTERN (one that
+#                                matches none stops at once, naming the tutorials)
 #   make html JOBS=2             execute two tutorials at a time (faster on a CPU, but their
 #                                printed timings then share the machine; the tests use it)
 #   make html SHARD=2/3          execute only shard 2 of 3 (python -m tools.shard -n 3 prints the plan)
@@ -90,11 +91,16 @@ html-noplot: $(ENV_READY)
 	$(SPHINX) -b html $(SPHINXOPTS) -D plot_gallery=0 . $(BUILDDIR)/html
 	@echo "Built without executing the tutorials: $(BUILDDIR)/html/index.html"
 
+# The pattern reaches the shell through the environment (no quoting of its characters), and
+# is checked before Sphinx starts: one that is not a regex or matches no tutorial stops here
+# with one line naming the tutorials (python -m tools.shard --match).
+html-one: export GALLERY_PATTERN = $(PATTERN)
 html-one: $(ENV_READY)
-	@test -n "$(PATTERN)" || { echo "usage: make html-one PATTERN=<part of a tutorial's file name>"; exit 2; }
-	GALLERY_PATTERN="$(PATTERN)" $(SPHINX) -b html $(SPHINXOPTS) . $(BUILDDIR)/html
-	$(PY) -m tools.validate $(BUILDDIR)/html --pattern "$(PATTERN)"
-	@echo "Built; executed the tutorials matching '$(PATTERN)': $(BUILDDIR)/html/index.html"
+	@test -n "$$GALLERY_PATTERN" || { echo "usage: make html-one PATTERN=<part of a tutorial's file name>"; exit 2; }
+	@$(PY) -m tools.shard --match "$$GALLERY_PATTERN"
+	$(SPHINX) -b html $(SPHINXOPTS) . $(BUILDDIR)/html
+	$(PY) -m tools.validate $(BUILDDIR)/html --pattern "$$GALLERY_PATTERN"
+	@echo "Built; executed the tutorials matching '$$GALLERY_PATTERN': $(BUILDDIR)/html/index.html"
 
 merge: $(ENV_READY)
 	@test -n "$(SHARDS)" || { echo "usage: make merge SHARDS=\"<shard output> ...\" (each written by make html SHARD=i/N)"; exit 2; }
@@ -117,11 +123,12 @@ test-all: $(ENV_READY) $(TEST_ENV_READY) axe
 venv: $(ENV_READY)
 
 # axe-core for the accessibility tests, at the version tests/package-lock.json pins (into
-# tests/node_modules/, git-ignored). Without npm they are skipped here and fail on CI.
+# tests/node_modules/, git-ignored). Without npm they are skipped here, and fail under
+# .ci/run (which installs npm) and on GitHub.
 axe: $(AXE_JS)
 $(AXE_JS): tests/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests --no-audit --no-fund; \
-	else echo "npm not found: the accessibility tests will be skipped (install npm to run them)"; fi
+	else echo "npm not found: the accessibility tests will skip (fail under .ci/run); install npm to run them"; fi
 
 # The venv is rebuilt when requirements.txt changes: the stamp is a copy of it.
 # requirements-docs.txt, included by it, applies constraints-docs.txt's pinned versions.

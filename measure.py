@@ -69,7 +69,11 @@ CPU_FAMILIES = [
     ("FSDP2 hooks", r"^FSDP::"),
     ("communication", r"nccl|c10d|gloo|all_reduce|allreduce|reduce_scatter|all_gather"),
     ("attention", r"scaled_dot_product|flash|efficient_attention"),
-    ("matmul", r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|.*conv)"),
+    # frozen CPU code calls oneDNN's and MKL's operators directly
+    (
+        "matmul",
+        r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|.*conv)|^mkldnn::|^mkl::",
+    ),
     ("optimizer", r"Optimizer\.|_foreach_|_fused_adam"),
     ("autograd engine", r"autograd::engine"),
     ("copies", r"aten::(copy_|_to_copy|to|clone|contiguous|cat|stack)$"),

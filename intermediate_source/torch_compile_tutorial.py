@@ -16,6 +16,7 @@ Introduction to ``torch.compile``
          against a float64 reference
        * What compiling buys a ResNet-18 in inference and a small GPT in training, and how
          to tell whether a step is bound by the CPU or by the GPU
+       * What a deployment adds: CUDA graphs on a GPU, freezing on a CPU
        * What a cold and a warm compile cost, and what the ``default``,
          ``reduce-overhead`` and ``max-autotune`` modes trade
        * How new input shapes cause recompiles, and how to see and avoid them
@@ -26,9 +27,10 @@ Introduction to ``torch.compile``
 
        * PyTorch 2.9 or later, with torchvision, tabulate and matplotlib
        * Basic PyTorch: tensors, ``nn.Module`` and a training loop
-       * A CUDA GPU of compute capability 7.5 or newer for the timings (current CUDA wheels
-         need it); runs on CPU with smaller sizes. On a CPU, Inductor needs a C++ compiler
-         and the Python headers (``python3-dev`` or similar)
+       * Nothing more: a GPU is optional. On a CUDA GPU (compute capability 7.5 or newer,
+         as current CUDA wheels need) the page times the GPU; elsewhere it runs on the CPU
+         with smaller sizes, where Inductor writes C++ and so needs a C++ compiler and the
+         Python headers (``python3-dev`` or similar)
 """
 
 # %%
@@ -100,6 +102,7 @@ else:
     GPT = dict(layers=2, dim=256, heads=4, vocab=2048, seq=128)
     GPT_BATCH, AMP_DTYPE = 4, None
 
+measure.require(cxx=device == "cpu")  # Inductor's CPU code is C++
 print(f"{device_name}, torch {torch.__version__}")
 print(f"ResNet-18: batch {CNN_BATCH} at {IMAGE}x{IMAGE}")
 print(f"GPT: {GPT}, batch {GPT_BATCH}, autocast {AMP_DTYPE or 'off'}")
@@ -121,20 +124,29 @@ print(f"GPT: {GPT}, batch {GPT_BATCH}, autocast {AMP_DTYPE or 'off'}")
 # CPU (Python, guards, kernel launches), and fewer or cheaper launches help. A CPU both
 # runs the Python and computes, so its tables have no GPU columns.
 #
-# ``show`` prints the table, then reads each row against the row above it: both medians,
-# the ratio of their paired windows with its interval (a tie when the interval holds
-# 1.00x), and otherwise the parts of the step that moved most, which add up to the gap.
-# On a GPU the parts are kernel time by family and the time the GPU waited, charged to
-# what the CPU did meanwhile; on a CPU, the main thread's time by family. A chart shows
-# the step times, on a GPU split into busy and waiting time.
+# ``show`` prints the table, then reads each row against the row above it (in a longer
+# table, the last row against the first too): both medians, the ratio of their paired
+# windows with its interval (a tie when the interval holds 1.00x), and otherwise the
+# parts of the step that moved most, which add up to the gap. On a GPU the parts are
+# kernel time by family and the time the GPU waited, charged to what the CPU did
+# meanwhile; on a CPU, the main thread's time by family. A last line per row says what
+# bounds it and names its largest parts, and a chart shows the step times, on a GPU
+# split into busy and waiting time.
 
 
 def show(results, title):
     names = list(results)
     rows = [[name, *results.cells(name)] for name in names]
     print(tabulate(rows, ["", *results.headers()], "github", ["", *results.formats()]))
-    for ref, name in zip(names, names[1:]):
-        print(results.versus(name, ref))
+    first_last = [(names[0], names[-1])]  # kept as the table's headline result
+    for ref, name in list(zip(names, names[1:])) + first_last * (len(names) > 2):
+        label = f"{title}: {name} vs {ref}" if (ref, name) == first_last[0] else None
+        print(results.versus(name, ref, headline_as=label))
+    for name, r in results.items():  # where each step's time went, largest parts first
+        top = sorted(r.parts.items(), key=lambda kv: -kv[1])[:3]
+        bound = "" if r.busy is None else f", {r.bound}-bound (GPU busy {r.busy:.0f} %)"
+        spent = "; ".join(f"{part} {100 * ms / r.ms:.0f} %" for part, ms in top)
+        print(f"{name}: {r.ms:.3f} ms{bound}; largest parts: {spent}")
     step = [results[name].ms for name in names]
     busy = [results[name].busy_ms or 0.0 for name in names]  # 0 on a CPU
     fig, ax = plt.subplots(figsize=(7, 1.8 + 0.45 * len(names)))
@@ -165,9 +177,7 @@ def check(label, eager, compiled, reference, factor=2.0):
         ((t.double() - reference).norm() / reference.norm()).item()
         for t in (eager, compiled)
     ]
-    print(
-        f"{label:18s} error vs float64: eager {errors[0]:.1e}, compiled {errors[1]:.1e}"
-    )
+    print(f"{label}: error vs float64, eager {errors[0]:.1e}, compiled {errors[1]:.1e}")
     assert errors[1] <= factor * errors[0] + 1e-5, (label, errors)
 
 
@@ -197,6 +207,12 @@ show(measure.compare(variants, device), "gelu_tanh")
 # times later calls only, and asserts that nothing compiled while it timed.
 # ``@torch.compile`` written above a ``def`` does the same as ``torch.compile(fn)``.
 #
+# Fusion shortens the work on the data: one kernel in place of eight, each of which
+# reads and writes the whole tensor. A step also holds work paid on every call,
+# whatever the size: checking the guards, entering the compiled code, launching the
+# kernel. Fusion does not shorten that. A row that reads ``CPU``-bound spent most of its
+# step with the GPU idle, waiting for such work, and its largest parts name it.
+#
 # Compiling a module
 # ------------------
 #
@@ -216,9 +232,7 @@ with torch.no_grad():
     check("torch.compile(mlp)", mlp(inputs), wrapped(inputs), reference)
     check("mlp.compile()", mlp(inputs), in_place(inputs), reference)
 for module in (wrapped, in_place):
-    print(
-        f"{type(module).__name__:14s} state_dict keys: {list(module.state_dict())[:2]}"
-    )
+    print(f"{type(module).__name__}: state_dict keys {list(module.state_dict())[:2]}")
 
 # %%
 # ResNet-18 inference: cold and warm compiles
@@ -234,7 +248,11 @@ for module in (wrapped, in_place):
 # Compiling again inside the same block is a **warm** compile. The process's one-time
 # start-up of Inductor (importing its code generators, starting its compile workers) was
 # paid by the compiles above, so each figure is a compile and one forward pass, and
-# ``compiling`` is the part of it spent in Dynamo, AOTAutograd and Inductor.
+# ``compiling`` is the part of it spent in Dynamo, AOTAutograd and Inductor. Of that,
+# ``C++ compiler`` is the time a C++ compiler ran (its runs counted once, compile
+# workers included): ``measure.watch_cxx()`` has Inductor call the compiler through a
+# wrapper that logs each run. Inductor's CPU kernels are C++; its GPU kernels are
+# Triton, compiled by Triton's own compiler.
 #
 # ``torch.compiler.cudagraph_mark_step_begin()`` starts a new iteration for the CUDA
 # graphs of ``mode="reduce-overhead"`` (used below); it does nothing without them.
@@ -245,50 +263,53 @@ compiled_cnn = torch.compile(cnn)
 
 
 @torch.no_grad()
-def infer(net):
+def infer(net, inputs=images):
     torch.compiler.cudagraph_mark_step_begin()
-    return net(images)
+    return net(inputs)
 
 
-table = []
+table, watch = [], measure.watch_cxx()  # None where it cannot watch (not Linux)
 with fresh_cache():
     for label in ["cold (empty caches)", "warm (caches filled)"]:
         torch._dynamo.reset()
         counters.clear()
-        start = time.perf_counter()
+        start, wall = time.perf_counter(), time.time()
         logits = infer(compiled_cnn)
         if device == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         timed = dict(zip(*compile_times("csv", aggregate=True)))
+        cxx = watch.seconds(wall, time.time()) if watch else float("nan")
         aot, fx = counters["aot_autograd"], counters["inductor"]
         table.append(
-            [label, seconds, float(timed["_compile.compile_inner"])]
-            + [counters["stats"]["unique_graphs"]]
+            [label, seconds, float(timed["_compile.compile_inner"]), cxx]
             + [aot["autograd_cache_miss"], aot["autograd_cache_hit"]]
             + [fx["fxgraph_cache_miss"], fx["fxgraph_cache_hit"]]
         )
 cold, warm = table
-assert cold[3] >= 1 and cold[4] > 0 and cold[6] > 0 and cold[5] == cold[7] == 0, cold
-assert warm[3] >= 1 and warm[5] > 0 and warm[7] > 0 and warm[4] == warm[6] == 0, warm
-headers = ["", "first call (s)", "compiling (s)", "graphs"]
+assert cold[4] > 0 and cold[6] > 0 and cold[5] == cold[7] == 0, cold  # compiled
+assert warm[5] > 0 and warm[7] > 0 and warm[4] == warm[6] == 0, warm  # loaded
+headers = ["", "first call (s)", "compiling (s)", "C++ compiler (s)"]
 headers += ["AOT miss", "AOT hit", "FX miss", "FX hit"]
-print(tabulate(table, headers, tablefmt="github", floatfmt=".1f"))
+print(tabulate(table, headers, "github", ".1f"))
 print(
     f"The warm first call took {100 * warm[1] / cold[1]:.0f} % of the cold one's time, "
-    f"and {100 * warm[2] / cold[2]:.0f} % of its compiling."
+    f"and {100 * warm[2] / cold[2]:.0f} % of its compiling; a C++ compiler ran "
+    f"{cold[3]:.1f} s of the cold call ({100 * cold[3] / cold[1]:.0f} %) and "
+    f"{warm[3]:.1f} s of the warm one."
 )
+measure.headline("ResNet-18 cold compile, first call", cold[1], "s")
 with torch.no_grad():
     reference = copy.deepcopy(cnn).double()(images.double())
 check("ResNet-18 logits", infer(cnn), logits, reference)
-del reference
 
 # %%
 # On the warm compile Dynamo still runs: it traces the model's bytecode into a graph and
 # builds its guards, since those live in the process only. The AOTAutograd cache then
 # hits, so AOTAutograd does not trace the graph into ATen operations again: the cache
 # entry names the compiled graph in the FX graph cache, which hits too, and the generated
-# code is loaded from disk. No lowering, no code generation, no C++ or Triton compiler.
+# code is loaded from disk: no lowering and no code generation. The table shows the
+# hits, and how long a C++ compiler ran in each call.
 # (On NVIDIA GPUs of compute capability 8.0 or newer, PyTorch runs float32 convolutions
 # in cuDNN with TF32 by default, ``torch.backends.cudnn.allow_tf32``, in eager and
 # compiled code alike, so both errors there include TF32's rounding.)
@@ -318,30 +339,59 @@ for mode in ["default", "reduce-overhead", "max-autotune"]:
     print(f"{mode:16s} {torch._inductor.list_mode_options(mode)}")
 
 # %%
-# The table times a forward pass of ResNet-18, eager and compiled. On a GPU, the
+# The table times a forward pass of ResNet-18, eager and compiled, and then what a
+# deployment adds on each device. On a GPU, that is ``reduce-overhead``, and the
 # ``bound`` column says whether the GPU sat waiting for the CPU, and so which of fusion
-# (less GPU work) or CUDA graphs (less CPU work) can help; the chart shows the same split
-# as busy and waiting time.
+# (less GPU work) or CUDA graphs (less CPU work) can help.
+#
+# A CPU has no CUDA graphs; what is set there for inference is the memory layout and
+# *freezing*. oneDNN's convolutions run in the channels-last layout (NHWC), which
+# Inductor picks for compiled code by itself and an eager model gets from
+# ``.to(memory_format=torch.channels_last)``. Without freezing, the weights are inputs
+# of the compiled graph, so on a CPU Inductor's code copies every convolution weight
+# into that layout on every call. ``torch._inductor.config.freezing = True`` makes
+# Inductor treat the weights as constants when it compiles under ``torch.no_grad()``:
+# it folds each batch norm into the convolution before it (constant folding), fuses
+# ReLUs and residual additions into oneDNN's convolutions, and converts each weight
+# once, ahead of time, into the blocked layout oneDNN computes with (weight
+# prepacking). The compiled model no longer sees later changes to the weights:
+# freezing is for inference. The setting must be in Inductor's config while the model
+# compiles, since Dynamo reads it there to pass the weights on as constants;
+# ``config.patch`` sets it for that first call only, which ``measure.cold_compile``
+# times from an empty cache. Passed as a ``torch.compile`` option too, it makes this a
+# compile of its own: Dynamo would otherwise reuse ``compiled_cnn``'s graph, which
+# wraps the same model with the same options.
 
-variants = {
-    "eager": lambda: infer(cnn),
-    "compiled, default": lambda: infer(compiled_cnn),
-}
+variants = {"eager": lambda: infer(cnn)}
+if device == "cpu":
+    cl_cnn = copy.deepcopy(cnn).to(memory_format=torch.channels_last)
+    cl_images = images.to(memory_format=torch.channels_last)
+    variants["eager, channels_last"] = lambda: infer(cl_cnn, cl_images)
+variants["compiled, default"] = lambda: infer(compiled_cnn)
 if device == "cuda":
     cudagraph_cnn = torch.compile(cnn, mode="reduce-overhead")
     variants["reduce-overhead"] = lambda: infer(cudagraph_cnn)
 else:
-    print("reduce-overhead: not run, a CPU has no CUDA graphs")
-show(measure.compare(variants, device), f"ResNet-18 inference, batch {CNN_BATCH}")
+    frozen_cnn = torch.compile(cnn, options={"freezing": True})
+    with torch._inductor.config.patch(freezing=True):
+        frozen = measure.cold_compile(infer, frozen_cnn, device=device, reset=False)
+    check("frozen ResNet-18", infer(cnn), frozen.result, reference)
+    assert counters["inductor"]["binary_folding"] > 0  # batch norms folded: it froze
+    cxx = frozen.cxx if watch else float("nan")
+    print(f"Freezing's cold compile: {frozen.seconds:.1f} s, C++ compiler {cxx:.1f} s")
+    variants["compiled, freezing"] = lambda: infer(frozen_cnn)
+show(measure.compare(variants, device), "ResNet-18 inference")
 
 # %%
-# The convolutions run in cuDNN or oneDNN in both versions (Inductor may hand them
-# another memory layout). What compiling changes is the work around them: batch norms,
-# ReLUs and residual additions fused into fewer kernels, which is less memory traffic for
-# the GPU and fewer launches for the CPU. Each compiled call also checks its guards on the
-# CPU. The lines under the table read each row against the row above it. How much of the
-# step lies outside the convolutions depends on the machine, so measure with the sizes,
-# precision and hardware you will run with.
+# The convolutions run in cuDNN or oneDNN in every row. What compiling changes is the
+# work around them: batch norms, ReLUs and residual additions fused into fewer kernels,
+# which is less memory traffic and, on a GPU, fewer launches; each compiled call also
+# checks its guards. On a CPU, the unfrozen compiled code also copies the weights, as
+# said above, which its ``compiled code`` part includes. The lines under the table
+# read each row against the row above it, so the parts of each gap name what a setting
+# changed; the last lines say what bounds each row and where its time went. How much
+# of a step lies outside the convolutions depends on the machine, so measure with the
+# sizes, precision and hardware you will run with.
 #
 # Training a small GPT
 # --------------------
@@ -426,18 +476,16 @@ def make_step(net):
     return step
 
 
-variants = {
-    "eager model": make_step(eager_gpt),
-    "compiled model": make_step(compiled_gpt),
-}
+variants = {"eager": make_step(eager_gpt), "compiled": make_step(compiled_gpt)}
 show(measure.compare(variants, device), "GPT training step, fused AdamW")
 
 # %%
 # In training, each elementwise operation of the forward (layer norms, GELU, residual
-# additions, the casts of autocast) has a matching one in the backward for Inductor to
-# fuse, and AOTAutograd may recompute cheap activations in the backward instead of
-# storing them and reading them back. The matrix products and the attention run in the
-# same vendor kernels in both rows.
+# additions) has a matching one in the backward for Inductor to fuse, and AOTAutograd
+# may recompute cheap activations in the backward instead of storing them and reading
+# them back. The matrix products and the attention run in the same library kernels in
+# both rows, so what compiling shortens is mostly the rest of the step: the largest
+# parts of each row show how much of the step that rest is.
 #
 # Dynamic shapes and recompiles
 # -----------------------------
@@ -586,10 +634,13 @@ print(f"fullgraph=True: {counters['stats']['unique_graphs']} graph, no break")
 # depends on what bounds a step: fusion shrinks GPU work, CUDA graphs
 # (``mode="reduce-overhead"``) shrink CPU launch work, and the GPU's busy share (kernel
 # time from ``torch.profiler`` over the step time measured without it) says which one a
-# step needs. Compile time is paid once per process and set of shapes; with warm caches
-# Dynamo still traces, but AOTAutograd's trace and Inductor's code generation are loaded
-# from disk. New shapes cause recompiles and unsupported Python causes graph breaks; both
-# are visible in the logs and with ``torch._dynamo.explain``.
+# step needs. On a CPU, compiling fuses the work between the library kernels (matrix
+# products, convolutions), and for inference, freezing also folds batch norms into the
+# convolutions and packs their weights once. Compile time is paid once per process and
+# set of shapes (on a CPU, partly in the C++ compiler, which the cold compile measured);
+# with warm caches Dynamo still traces, but AOTAutograd's trace and Inductor's code
+# generation are loaded from disk. New shapes cause recompiles and unsupported Python
+# causes graph breaks; both are visible in the logs and with ``torch._dynamo.explain``.
 #
 # Further reading
 # ---------------

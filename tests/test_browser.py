@@ -3,18 +3,20 @@
 The site is served from 127.0.0.1 by a static server started here, the way ``make serve``
 does. Every request that leaves 127.0.0.1 is aborted by the test, so the result is the
 same with or without a network, and a page that needs a third-party server to work fails.
-Screenshots of the index and of one tutorial land in ``test-artifacts/browser/``.
+Screenshots of the index and of one tutorial land in ``browser/`` of the session's
+temporary folder (pytest's, ``<basetemp>/browser``).
 
 Chromium comes from Debian (``.ci/run`` installs it); Playwright's own browser download
 (``playwright install``) is never used. axe-core, the accessibility checker injected into
 every page, comes from npm at the version tests/package-lock.json pins (``make test``
-runs ``npm ci --prefix tests`` when npm is there; ``.ci/run`` installs npm).
+runs ``npm ci --prefix tests`` when npm is there; ``.ci/run`` installs npm). Without
+Chromium or axe-core these tests skip, saying which is missing, except where the suite
+runs as on CI (``.ci/run`` sets ``TESTS_STRICT=1``, GitHub sets ``CI``): there they fail.
 """
 
 import contextlib
 import functools
 import http.server
-import os
 import re
 import shutil
 import threading
@@ -23,11 +25,10 @@ from urllib.parse import urljoin, urlsplit
 
 import nbformat
 import pytest
-from conftest import ROOT, page_of, tutorial_sources
+from conftest import ROOT, STRICT, page_of, strict, tutorial_sources
 from playwright import sync_api
 
 SOURCES = tutorial_sources()
-ARTIFACTS = ROOT / "test-artifacts" / "browser"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -80,7 +81,8 @@ def serving(site):
 
 
 @pytest.fixture(scope="module")
-def site_server(built_site):
+def site_server(built_site, axe_runs):
+    """The built site, served; the accessibility checks start with it (axe_runs)."""
     with serving(built_site[0]) as server:
         yield server
 
@@ -168,9 +170,10 @@ def page(browser, site_server):
 
 
 def missing(path):
-    """Why a tool the browser tests need is absent: a failure on CI, a skip elsewhere."""
-    if os.environ.get("CI"):
-        pytest.fail(path + "; .ci/run should have installed it")
+    """Why a tool the browser tests need is absent: a failure where the suite runs as on CI
+    (conftest.strict: .ci/run installs the tools), a skip elsewhere."""
+    if strict():
+        pytest.fail(f"{path}; it must be installed here ({strict()} is set)")
     pytest.skip(path)
 
 
@@ -181,9 +184,14 @@ def open_page(page, path):
     return response
 
 
-def screenshot(page, name):
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=ARTIFACTS / name, full_page=True)
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory):
+    """Where the screenshots go: the session's temporary folder, not the checkout."""
+    return tmp_path_factory.mktemp("browser", numbered=False)
+
+
+def screenshot(page, folder, name):
+    page.screenshot(path=folder / name, full_page=True)
 
 
 def source_title(source):
@@ -205,7 +213,7 @@ def normalize(text):
 # --------------------------------------------------------------------------- tests
 
 
-def test_index_has_a_card_per_tutorial(page):
+def test_index_has_a_card_per_tutorial(page, artifacts):
     assert open_page(page, "index.html").status == 200
     assert page.title().endswith(SITE_TITLE)
     cards = page.locator("div.sd-card")
@@ -215,7 +223,7 @@ def test_index_has_a_card_per_tutorial(page):
         assert card.is_visible(), f"card {i} is not visible"
         link = card.locator("a[href]").first
         targets.append(urljoin(page.url, link.get_attribute("href")).split("#")[0])
-    screenshot(page, "index.png")
+    screenshot(page, artifacts, "index.png")
     for source in SOURCES:
         assert urljoin(page.base, page_of(source)) in targets, f"no card for {source}"
 
@@ -252,7 +260,10 @@ def check_copy_buttons(page):
 
 
 def check_images(page):
+    """The page shows at least one image (every tutorial makes a chart: its card's
+    thumbnail), and each one loads and has a size."""
     images = page.locator("article img")
+    assert images.count() > 0, "no image on the page"
     for i in range(images.count()):
         image = images.nth(i)
         image.scroll_into_view_if_needed()
@@ -285,7 +296,7 @@ def check_downloads(page, source, folder):
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=str)
-def test_tutorial_page_works(page, site_server, source, tmp_path):
+def test_tutorial_page_works(page, site_server, source, tmp_path, artifacts):
     """One visit per tutorial, from its card on the index: the page it opens has the
     tutorial's title, a working copy button on every code cell, images that load and
     downloads that return the files; and nothing failed or came from another server."""
@@ -296,7 +307,7 @@ def test_tutorial_page_works(page, site_server, source, tmp_path):
     if source.stem == SCREENSHOT_TUTORIAL or (
         SCREENSHOT_TUTORIAL not in {s.stem for s in SOURCES} and source == SOURCES[0]
     ):
-        screenshot(page, f"{source.stem}.png")
+        screenshot(page, artifacts, f"{source.stem}.png")
     check_copy_buttons(page)
     check_images(page)
     check_downloads(page, source, tmp_path)
@@ -348,6 +359,7 @@ SITE_PAGES = [
     "index.html",
     "recipes/index.html",
     "intermediate/index.html",
+    "results.html",
     "search.html?q=torch.compile",
 ]
 PAGES = SITE_PAGES + [page_of(s) for s in SOURCES]
@@ -433,12 +445,13 @@ def axe_problems(browser, base, axe_source, path, mode):
     return problems
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def axe_runs(built_site):
     """{(page, mode): future of its problems}: every page checked by axe-core in both
     modes, in a thread with its own Chromium and its own server that starts with this
-    module's first test, so that the checks run while the other browser tests do (they
-    leave much of a 2-core CPU idle). Without axe-core or Chromium: nothing to run."""
+    module's first test of the built site, so that the checks run while the other browser
+    tests do (they leave much of a 2-core CPU idle). Without axe-core or Chromium: nothing
+    to run (the tests that need them skip or fail in their fixtures)."""
     executable = find_chromium()
     if not AXE.is_file() or executable is None:
         yield {}
@@ -475,3 +488,42 @@ def test_no_serious_accessibility_violations(axe_runs, axe_source, browser, path
     # axe_source and browser: the test skips (or, on CI, fails) without them.
     problems = axe_runs[(path, mode)].result()
     assert not problems, "\n".join(problems)
+
+
+# --------------------------------------------------------------------------- the checks can fail
+
+
+def test_a_missing_tool_fails_where_it_must_be_there(monkeypatch):
+    """A skip on a reader's machine, a failure under .ci/run (and on GitHub)."""
+    for name in STRICT:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="chromium"):
+        missing("chromium is not installed")
+    monkeypatch.setenv("TESTS_STRICT", "1")
+    with pytest.raises(pytest.fail.Exception, match="TESTS_STRICT is set"):
+        missing("chromium is not installed")
+    ci_run = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(r"^export TESTS_STRICT=1$", ci_run, re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    "body, failure",
+    [
+        ("<p>A page without a chart.</p>", "no image on the page"),
+        ('<img src="gone.png" alt="gone">', "gone.png did not load"),
+    ],
+)
+def test_the_image_check_can_fail(browser, tmp_path, body, failure):
+    (tmp_path / "page.html").write_text(
+        f"<!DOCTYPE html><html><body><article>{body}</article></body></html>"
+    )
+    with serving(tmp_path) as (base, _):
+        context = new_context(browser, base, lambda route: route.abort())
+        page = context.new_page()
+        page.base = base
+        try:
+            open_page(page, "page.html")
+            with pytest.raises(AssertionError, match=failure):
+                check_images(page)
+        finally:
+            context.close()

@@ -205,20 +205,125 @@ def test_every_slower_line_is_within_the_spread_or_takes_the_gap_apart(built_sit
     )
 
 
-def test_a_cpu_page_records_and_shows_its_own_memory(built_site):
-    """Never a made-up 0 MB: a CPU page's footer and record hold its own peak (issue 36)."""
+# The footer sphinx-gallery writes under a page (show_memory), as the HTML has it.
+FOOTER = re.compile(r"Estimated memory usage:</strong>(.*?)</p>", re.DOTALL)
+
+
+def expected_footer(record):
+    """What a page's memory footer says, from its run record (sphinxext/memory.py)."""
+    if record.peak_memory_kind is None:
+        return None
+    host = f"{record.peak_memory_mib:.0f} MB"
+    if record.gpu_peak_memory_mib is not None:
+        return (
+            f"{host} of host memory, {record.gpu_peak_memory_mib:.0f} MB of GPU memory"
+        )
+    if re.match(r"\d+ x ", record.device):
+        return f"{host} of host memory, GPU memory of its worker processes not measured"
+    return host
+
+
+def footer_problems(site, records):
+    """Each record's page against it: the footer shows the record's figures (host memory
+    within the record's rounding to 0.1 MB, GPU memory as the record has it), or says
+    "not measured" where the record has none; a measured page holds its own peak, at
+    least 1 MB (never a made-up 0, issue 36); a CPU page has no GPU figure."""
+    problems = []
+    for r in records:
+        page = site / gallery.tutorial_of(r.source, ROOT).page
+        shown = [
+            " ".join(f.split())
+            for f in FOOTER.findall(page.read_text(encoding="utf-8"))
+        ]
+        if len(shown) != 1:
+            problems.append(f"{r.source}: {len(shown)} memory footers on its page")
+            continue
+        (shown,) = shown
+        expected = expected_footer(r)
+        if expected is None:
+            if shown != "not measured":
+                problems.append(
+                    f"{r.source}: not measured, but the page shows {shown!r}"
+                )
+            continue
+        if r.peak_memory_kind not in ("pss", "rss-sampled"):
+            problems.append(f"{r.source}: a build record of kind {r.peak_memory_kind}")
+        if r.peak_memory_mib < 1:
+            problems.append(f"{r.source}: {r.peak_memory_mib} MB, below 1 MB")
+        if r.device.startswith("CPU") and r.gpu_peak_memory_mib is not None:
+            problems.append(f"{r.source}: a CPU page with a GPU figure")
+        host = re.match(r"(\d+) MB", shown)
+        if host is None or abs(int(host.group(1)) - r.peak_memory_mib) > 0.55:
+            problems.append(
+                f"{r.source}: the page shows {shown!r}, its record {expected!r}"
+            )
+        elif shown.removeprefix(host.group(0)) != expected.removeprefix(
+            f"{r.peak_memory_mib:.0f} MB"
+        ):
+            problems.append(
+                f"{r.source}: the page shows {shown!r}, its record {expected!r}"
+            )
+    return problems
+
+
+def test_the_footer_check_can_fail(tmp_path):
+    """A footer that is not its record's figure, a made-up 0, a missing GPU figure."""
+    from dataclasses import replace
+
+    (tmp_path / "recipes").mkdir()
+    page = tmp_path / "recipes" / "measuring.html"
+    record = gallery.RunRecord(
+        source="recipes_source/measuring.py",
+        checksum="0",
+        passed=True,
+        device="CPU (Some CPU)",
+        torch="2.14.1",
+        triton=None,
+        python="3.11.2",
+        date="2026-11-28",
+        seconds=5.0,
+        peak_memory_mib=812.4,
+        peak_memory_kind="pss",
+        how="build",
+    )
+    gpu = replace(record, device="NVIDIA H100 80GB HBM3", gpu_peak_memory_mib=2048.6)
+    multi = replace(record, device="2 x NVIDIA H100 80GB HBM3")
+    unmeasured = replace(record, peak_memory_mib=None, peak_memory_kind=None)
+
+    def problems(footer, record):
+        page.write_text(f"<p><strong>Estimated memory usage:</strong>  {footer}</p>")
+        return footer_problems(tmp_path, [record])
+
+    assert problems("812 MB", record) == []
+    assert problems("813 MB", replace(record, peak_memory_mib=812.5)) == []
+    assert "its record '812 MB'" in problems("500 MB", record)[0]
+    assert "below 1 MB" in problems("0 MB", replace(record, peak_memory_mib=0.2))[0]
+    assert problems("not measured", unmeasured) == []
+    assert "not measured, but" in problems("0 MB", unmeasured)[0]
+    both = "812 MB of host memory, 2049 MB of GPU memory"
+    assert problems(both, gpu) == []
+    assert problems("812 MB", gpu)  # the GPU figure is missing
+    assert problems(both.replace("2049", "2000"), gpu)
+    assert (
+        "a CPU page with a GPU figure"
+        in problems(both, replace(gpu, device="CPU (x)"))[0]
+    )
+    workers = "812 MB of host memory, GPU memory of its worker processes not measured"
+    assert problems(workers, multi) == []
+    page.write_text("<p>no footer</p>")
+    assert footer_problems(tmp_path, [record]) == [
+        "recipes_source/measuring.py: 0 memory footers on its page"
+    ]
+
+
+def test_every_page_shows_the_memory_its_run_record_holds(built_site):
+    """Every tutorial's footer against its record in this build's report, on whatever
+    device the build ran (issue 36: never a made-up 0 MB)."""
     site, _ = built_site
-    for r in json.loads((site / "build_report.json").read_text())["tutorials"]:
-        if not r["device"].startswith("CPU"):
-            continue
-        page = (site / gallery.tutorial_of(r["source"], ROOT).page).read_text()
-        if r["peak_memory_kind"] is None:
-            assert "Estimated memory usage:</strong> not measured" in page, r["source"]
-            continue
-        assert r["peak_memory_kind"] in ("pss", "rss-sampled"), r
-        assert r["gpu_peak_memory_mib"] is None, r
-        assert r["peak_memory_mib"] >= 1, r
-        assert not re.search(r"Estimated memory usage:</strong>\s+0 MB", page), r
+    records = gallery.read_report(site / gallery.REPORT)
+    assert sorted(r.source for r in records) == sorted(str(s) for s in SOURCES)
+    problems = footer_problems(site, records)
+    assert problems == [], "\n".join(problems)
 
 
 def placeholder_pixels():

@@ -2,6 +2,7 @@
 pages"): source lines, lines of code and functions, as tools.pagesize counts them."""
 
 import pytest
+from conftest import tutorial_sources
 
 from tools import pagesize
 
@@ -15,6 +16,12 @@ def test_counting_leaves_out_prose_and_docstrings(tmp_path):
     )
     size = pagesize.measure(path)
     assert (size.lines, size.code, size.functions) == (15, 5, 1)
+
+
+def test_every_tutorial_is_sized():
+    """The parametrization below covers every tutorial (pytest.ini makes an empty one an
+    error at collection)."""
+    assert sorted(s.source for s in SIZES) == sorted(map(str, tutorial_sources()))
 
 
 @pytest.mark.parametrize("size", SIZES, ids=[s.source for s in SIZES])

@@ -210,6 +210,63 @@ def test_bad_shard_is_refused():
     assert "between 1 and N" in proc.stderr
 
 
+def one_line_naming(output, stems):
+    """The one line a refused pattern prints (make's own 'make: ***' line aside), which
+    names every tutorial; no traceback."""
+    lines = [ln for ln in output.splitlines() if not ln.startswith("make: ***")]
+    assert len(lines) == 1 and "Traceback" not in output, output
+    names = lines[0].split("the tutorials are: ")[1].split(", ")
+    assert names == sorted(stems), lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "pattern, reason",
+    [("no_such_page", "matches no tutorial"), ("[", "is not a regular expression")],
+)
+def test_a_pattern_that_selects_nothing_is_refused_in_one_line(pattern, reason):
+    proc = shard_cli("--match", pattern, check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    line = one_line_naming(proc.stderr, [s.stem for s in tutorial_sources()])
+    assert line.startswith(f"PATTERN={pattern!r} {reason}")
+
+
+def test_match_lists_what_a_pattern_executes():
+    assert shard_cli("--match", "foreach").stdout == (
+        "PATTERN='foreach' selects: recipes_source/foreach_map.py\n"
+    )
+    # sphinx-gallery searches the source's path, the validator the page's: either selects.
+    assert "intermediate_source/" in shard_cli("--match", "intermediate/").stdout
+    assert "recipes_source/" in shard_cli("--match", "_source/.*map").stdout
+
+
+def test_a_shard_with_no_tutorial_is_refused_in_one_line(tmp_path):
+    project = small_project(tmp_path / "project")
+    empty = [s.index for s in plan(find_jobs(project, DURATIONS), 5) if not s.tutorials]
+    assert empty, "five shards for four tutorials: one has none"
+    for i in range(1, 6):
+        proc = shard_cli("--shard", f"{i}/5", "--pattern", cwd=project, check=False)
+        if i in empty:
+            assert proc.returncode == 2
+            line = one_line_naming(proc.stderr, [Path(s).stem for s in EXAMPLES])
+            assert line.startswith(f"shard: shard {i}/5 has no tutorial"), line
+        else:
+            assert proc.returncode == 0 and proc.stdout.startswith("(?:^|/)")
+
+
+def test_make_html_one_refuses_a_pattern_that_selects_nothing(tmp_path):
+    """`make html-one`: a pattern that is not a regex or matches no tutorial stops before
+    Sphinx starts, in one line naming the tutorials (tests/test_rebuild.py builds with a
+    good one)."""
+    project = small_project(tmp_path / "project")
+    stems = [Path(s).stem for s in EXAMPLES]
+    for pattern in ("no_such_page", "["):
+        proc = make("html-one", f"PATTERN={pattern}", cwd=project, check=False)
+        assert proc.returncode != 0
+        one_line_naming(proc.stdout + proc.stderr, stems)
+        assert not (project / "_build").exists(), "Sphinx ran"
+
+
 # --- building shards and merging them -----------------------------------------------------
 
 EXAMPLES = {
@@ -348,25 +405,105 @@ def test_merged_site_has_exactly_the_files_of_a_single_build(sharded):
     assert files(sharded["merged"]) == files(sharded["single"])
 
 
+# What differs from one run of a tutorial to the next: its run time, as sphinx-gallery's
+# footer, the "Verified on" table and the execution-times tables show it, and the memory
+# it measured (its footer, the execution-times tables). Every other character of a merged
+# page, every other number included, is a single build's.
+RUN_TIME = re.compile(r"\(\d+ minutes \d+\.\d+ seconds\)")
+_RUN_FIGURES = [
+    (RUN_TIME, "(RUN TIME)"),
+    (re.compile(r"\b\d\d:\d\d\.\d\d\d\b"), "RUN TIME"),  # execution times: mm:ss.fff
+    (re.compile(r"<td><p>\d+ s</p></td>"), "<td><p>RUN TIME</p></td>"),  # Verified on
+    (re.compile(r"\| \d+ s \|"), "| RUN TIME |"),  # Verified on, Markdown
+    (re.compile(r"(Estimated memory usage:\S*\s+)\d+ MB"), r"\1MEMORY"),
+]
+# The execution-times tables' memory column, after a time masked above, and their rows'
+# stripes (the slowest row comes first).
+_TIMES_MEMORY = [
+    (re.compile(r'class="row-(?:even|odd)"'), 'class="row"'),
+    (re.compile(r"^<td><p>\d+\.\d</p></td>$", re.M), "<td><p>MEMORY</p></td>"),
+    (re.compile(r"^(\s+- )\d+\.\d$", re.M), r"\1MEMORY"),
+    (re.compile(r"(\| RUN TIME \| )\d+\.\d( \|)"), r"\1MEMORY\2"),
+]
+
+
+def without_run_figures(text, times_table=False):
+    for pattern, mask in _RUN_FIGURES + (_TIMES_MEMORY if times_table else []):
+        text = pattern.sub(mask, text)
+    return text
+
+
+def page_differences(merged, single, times_table=False):
+    """The lines of two versions of a page that differ once the run's own figures are
+    masked (in any order: the execution-times tables list the slowest first)."""
+    a, b = (
+        sorted(without_run_figures(t, times_table).splitlines())
+        for t in (merged, single)
+    )
+    return sorted(set(a) ^ set(b)) if a != b else []
+
+
+def test_the_page_comparison_can_fail():
+    """A changed number that is not a run's own figure is a difference; a run time is not."""
+    single = (
+        "<p>beta ran 45</p>\n<td><p>9 s</p></td>\n"
+        "<strong>Total running time of the script:</strong> (0 minutes 0.900 seconds)</p>\n"
+        "<p><strong>Estimated memory usage:</strong>  12 MB</p>"
+    )
+    runs_again = (
+        single.replace("9 s", "13 s")
+        .replace("0.900", "1.957")
+        .replace("12 MB", "14 MB")
+    )
+    assert page_differences(runs_again, single) == []
+    wrong = runs_again.replace("beta ran 45", "beta ran 46")
+    assert page_differences(wrong, single) == [
+        "<p>beta ran 45</p>",
+        "<p>beta ran 46</p>",
+    ]
+    times = "<td><p>00:02.117</p></td>\n<td><p>0.6</p></td>\n<td><p>2</p></td>"
+    faster = times.replace("02.117", "01.500").replace("0.6", "0.0")
+    assert page_differences(faster, times, times_table=True) == []
+    assert page_differences(faster.replace("<p>2<", "<p>3<"), times, True)
+
+
 def test_merged_pages_are_a_single_builds_but_for_run_times(sharded):
     site, single = sharded["merged"], sharded["single"]
     pages = sorted(p for p in files(single) if p.endswith((".html", ".md", ".txt")))
-    assert pages
+    assert len(pages) > 10, pages
     for page in pages:
-        if page.endswith("sg_execution_times.html"):
-            # Sorted slowest first, and a row spans several lines: compare what it lists.
-            merged_links, single_links = (
-                sorted(re.findall(r'href="([^"]+)"', (s / page).read_text()))
-                for s in (site, single)
-            )
-            assert merged_links == single_links, page
-            continue
-        # Run times, memory and dates differ from run to run; everything else must not.
-        merged_text, single_text = (
-            sorted(re.sub(r"\d+", "0", (s / page).read_text()).splitlines())
-            for s in (site, single)
+        differences = page_differences(
+            (site / page).read_text(),
+            (single / page).read_text(),
+            times_table="sg_execution_times" in page or page == "llms-full.txt",
         )
-        assert merged_text == single_text, page
+        assert differences == [], f"{page}: {differences[:6]}"
+
+
+def test_merged_pages_show_the_run_of_the_shard_that_ran_them(sharded):
+    """The run's own figures on a merged page are those of the shard that executed it: its
+    run time and memory as its generated page has them, and its record's seconds."""
+    site = sharded["merged"]
+    project = sharded["base"] / "single"
+    checked = 0
+    for i, shard in enumerate(sharded["shards"], start=1):
+        for t in gallery.tutorials(project):
+            if t.page not in PLAN[i]:
+                continue
+            generated = (shard / t.gallery / f"{t.stem}.rst").read_text()
+            page = (site / t.page).read_text()
+            (run_time,) = RUN_TIME.findall(generated)
+            assert RUN_TIME.findall(page) == [run_time], t.page
+            (memory,) = re.findall(r"Estimated memory usage:\*\*\s+(\d+ MB)", generated)
+            assert re.findall(r"Estimated memory usage:</strong>\s+(\d+ MB)", page) == [
+                memory
+            ], t.page
+            record = gallery.read_record(
+                t.generated(shard).with_suffix(gallery.RECORD_SUFFIX)
+            )
+            assert f"<td><p>{record.seconds:.0f} s</p></td>" in page, t.page
+            checked += 1
+    assert checked == len(EXAMPLES)
 
 
 def test_merged_site_passes_the_validator_and_every_page_ran_once(sharded):

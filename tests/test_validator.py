@@ -129,7 +129,26 @@ def test_record_of_an_older_source_does_not_count(tmp_path):
 
 
 def test_no_record_allowed_outside_pattern(tmp_path):
-    assert problems(make_site(tmp_path, records=[]), pattern="intermediate/") == ""
+    site = make_site(tmp_path, records=[])
+    other = project_of(site) / "intermediate_source" / "other_tutorial.py"
+    other.parent.mkdir()
+    other.write_text(DEMO.replace("Demo\n====", "Other\n====="))
+    assert problems(site, pattern="other_tutorial") == ""
+    assert "recipes_source/demo.py did not run" in problems(site, pattern="demo")
+
+
+@pytest.mark.parametrize(
+    "pattern, found",
+    [
+        ("no_such_page", "PATTERN='no_such_page' matches no tutorial"),
+        ("[", "PATTERN='[' is not a regular expression"),
+    ],
+)
+def test_pattern_selecting_no_tutorial_fails_naming_them(tmp_path, pattern, found):
+    """make html-one and a shard's build: a pattern that executed nothing fails."""
+    reported = problems(make_site(tmp_path), pattern=pattern)
+    assert f"--pattern: {found}" in reported
+    assert reported.endswith("the tutorials are: demo")
 
 
 def test_missing_table_fails(tmp_path):
@@ -230,10 +249,49 @@ def test_invalid_notebook_fails(tmp_path):
     assert "not valid nbformat" in problems(site)
 
 
-def test_missing_gallery_zip_fails(tmp_path):
+@pytest.mark.parametrize(
+    "kind, path",
+    [("python", "c/recipes_python.zip"), ("jupyter", "d/recipes_jupyter.zip")],
+)
+def test_missing_gallery_zip_fails(tmp_path, kind, path):
     site = make_site(tmp_path)
-    (site / "_downloads/c/recipes_python.zip").unlink()
-    assert "download-all python zip is missing" in problems(site)
+    (site / "_downloads" / path).unlink()
+    assert f"recipes/index.html: the download-all {kind} zip is missing" in problems(
+        site
+    )
+
+
+@pytest.mark.parametrize("kind, suffix", [("python", ".py"), ("jupyter", ".ipynb")])
+def test_missing_download_link_fails(tmp_path, kind, suffix):
+    site = make_site(tmp_path)
+    page = site / "recipes/demo.html"
+    page.write_text(page.read_text().replace(f"sphx-glr-download-{kind}", "other"))
+    assert f"recipes/demo.html: no {suffix} download link" in problems(site)
+
+
+def test_download_that_imports_the_core_without_carrying_it_fails(tmp_path):
+    site = make_site(tmp_path)
+    (site / "_downloads/b/demo.py").write_text("import measure\n")
+    assert "the .py download imports measure but does not carry it" in problems(site)
+
+
+def test_no_tutorial_pages_fails(tmp_path):
+    site = make_site(tmp_path)
+    page = site / "recipes/demo.html"
+    page.write_text(page.read_text().replace("sphx-glr-example-title", "other"))
+    assert "no tutorial pages found" in problems(site)
+
+
+def test_page_without_its_tutorial_fails(tmp_path):
+    site = make_site(tmp_path)
+    (project_of(site) / "recipes_source" / "demo.py").unlink()
+    assert "a gallery page, but no tutorial in project/ builds it" in problems(site)
+
+
+def test_not_a_built_site_fails(tmp_path):
+    site = make_site(tmp_path)
+    (site / "index.html").unlink()
+    assert "no index.html: is this a built site?" in problems(site)
 
 
 @pytest.mark.parametrize(
@@ -275,6 +333,13 @@ def test_card_to_missing_page_fails(tmp_path):
         + '<div class="sd-card"><a class="sd-stretched-link" href="recipes/gone.html">Gone</a></div>'
     )
     assert "recipes/gone.html, which does not exist" in problems(
+        make_site(tmp_path, index=index)
+    )
+
+
+def test_card_without_a_link_fails(tmp_path):
+    index = INDEX + '<div class="sd-card"><p>A card that goes nowhere</p></div>'
+    assert "card 'A card that goes nowhere' has no link" in problems(
         make_site(tmp_path, index=index)
     )
 

@@ -4,6 +4,7 @@
     python -m tools.shard --shard 2/3              list shard 2's tutorials
     python -m tools.shard --shard 2/3 --pattern    the regex that executes only shard 2 (make html SHARD=2/3)
     python -m tools.shard -n 3 --matrix --default-label gpu    the GitHub Actions matrix, as JSON
+    python -m tools.shard --match REGEX            the tutorials GALLERY_PATTERN=REGEX executes (make html-one)
 
 How long a tutorial takes comes from a build report (``build_report.json``: one record per
 tutorial with "source" and "seconds"); by default the committed report of the GPU build,
@@ -22,6 +23,10 @@ the load is least, labelled shards included.
 
 The same plan comes out on every machine for the same sources, report and N: the shard
 jobs of a CI run each compute it again and agree.
+
+A pattern that selects no tutorial (a shard with none, ``--match`` with a name that is not a
+tutorial's, or a pattern that is not a regular expression) is an error, in one line that
+names the tutorials: a build that executed nothing would otherwise pass.
 """
 
 import argparse
@@ -159,6 +164,32 @@ def plan(tutorials, n):
     return shards
 
 
+def selected(pattern, root="."):
+    """The tutorials that ``GALLERY_PATTERN=pattern`` selects: those whose source's absolute
+    path (what sphinx-gallery searches, conf.py's filename_pattern) or page path (what the
+    validator's --pattern searches) the regex matches. PlanError, naming the tutorials, when
+    it is not a regular expression or selects none."""
+    tutorials = gallery.tutorials(root)
+    names = ", ".join(sorted(Path(t.source).stem for t in tutorials)) or "none"
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise PlanError(
+            f"PATTERN={pattern!r} is not a regular expression ({exc}); "
+            f"the tutorials are: {names}"
+        ) from None
+    chosen = [
+        t
+        for t in tutorials
+        if regex.search(str((Path(root) / t.source).resolve())) or regex.search(t.page)
+    ]
+    if not chosen:
+        raise PlanError(
+            f"PATTERN={pattern!r} matches no tutorial; the tutorials are: {names}"
+        )
+    return chosen
+
+
 def parse_shard(text):
     """'2/3' -> (2, 3)."""
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
@@ -228,6 +259,11 @@ def main(argv=None):
         help="print the plan as a GitHub Actions matrix (JSON)",
     )
     parser.add_argument(
+        "--match",
+        metavar="REGEX",
+        help="list the tutorials GALLERY_PATTERN=REGEX executes; exit 2 if none",
+    )
+    parser.add_argument(
         "--report",
         default=DEFAULT_REPORT,
         help=f"build report with the durations (default: {DEFAULT_REPORT})",
@@ -239,6 +275,14 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
 
+    if args.match is not None:
+        try:
+            chosen = selected(args.match)
+        except PlanError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        print(f"PATTERN={args.match!r} selects: {', '.join(t.source for t in chosen)}")
+        return 0
     try:
         index = None
         if args.shard:
@@ -256,6 +300,12 @@ def main(argv=None):
         durations = read_durations(args.report)
         tutorials = find_jobs(".", durations)
         shards = plan(tutorials, count)
+        if index is not None and not shards[index - 1].tutorials:
+            names = ", ".join(sorted(Path(t.source).stem for t in tutorials)) or "none"
+            raise PlanError(
+                f"shard {args.shard} has no tutorial ({len(tutorials)} tutorial(s) on "
+                f"{count} shards); the tutorials are: {names}"
+            )
     except PlanError as exc:
         print(f"shard: {exc}", file=sys.stderr)
         return 2

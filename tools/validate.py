@@ -16,7 +16,9 @@ Reads every HTML page with an HTML parser and fails, naming the page and the rea
   card;
 * requirements.txt's lower bound on torch is not the lowest "PyTorch X.Y or later" that a
   tutorial states, or a committed record of a tutorial's current source failed on a
-  PyTorch release at or above the X.Y it states.
+  PyTorch release at or above the X.Y it states;
+* ``--pattern`` (make html-one, a shard's build) is not a regular expression or selects no
+  tutorial (tools.shard.selected): a build that executed nothing must not pass.
 
 It warns, without failing, about committed records (records/) of an older source (stale:
 pages leave them out; each warning names the file, the sources and the command that makes
@@ -41,6 +43,7 @@ import nbformat
 from bs4 import BeautifulSoup
 
 from tools import gallery
+from tools.shard import PlanError, selected
 
 TRACEBACK = "Traceback (most recent call last)"
 INTENDED = "intended-traceback"
@@ -299,6 +302,13 @@ def validate(site, pattern=None, source_root=None):
     paths = machine_path_pattern(root)
     records = gallery.read_report(site / gallery.REPORT)
     by_page = {t.page: t for t in gallery.tutorials(root)}
+    chosen = set(by_page)  # the pages whose tutorial must have run
+    if pattern is not None:
+        try:
+            chosen = {t.page for t in selected(pattern, root)}
+        except PlanError as exc:
+            report.fail("--pattern", str(exc))
+            chosen = set()
     tutorials = []
     for html in sorted(site.rglob("*.html")):
         page = html.relative_to(site).as_posix()
@@ -307,7 +317,7 @@ def validate(site, pattern=None, source_root=None):
         soup = BeautifulSoup(html.read_text(encoding="utf-8"), "html.parser")
         if soup.select_one(".sphx-glr-example-title") is not None:
             tutorials.append(page)
-            must_run = pattern is None or re.search(pattern, page) is not None
+            must_run = page in chosen
             tutorial = by_page.get(page)
             _check_tutorial(site, soup, page, report, must_run, tutorial, records, root)
         _check_outputs(soup, page, report)
