@@ -273,7 +273,10 @@ class Results(dict):
                 )
                 groups[word].append(f"{name} ({mid:.2f}x)")
                 if headlines:
-                    headline(f"{name} vs {ref}", 1 / mid, "x")
+                    tie = word == "tied with"
+                    headline(
+                        f"{name} vs {ref}", 1 / mid, "x, a tie" if tie else "x speed-up"
+                    )
         ref = label or ref
         return "; ".join(
             f"{k} {ref}: {', '.join(v) or 'none'}" for k, v in groups.items()
@@ -285,8 +288,10 @@ class Results(dict):
         r, r0 = self[name], self[ref]
         gap = r.ms - r0.ms
         mid, lo, hi, conf = self.ratio(name, ref)
-        if headline_as:
-            headline(headline_as, 1 / mid, "x")
+        if headline_as:  # a tie is kept as one, not as a speed-up
+            headline(
+                headline_as, 1 / mid, "x, a tie" if lo <= 1 <= hi else "x speed-up"
+            )
         lo_, hi_ = (_digits(x) for x in (lo, hi))
         head = (
             f"{label}{name} vs {ref}: {r.ms:.3f} vs {r0.ms:.3f} ms ({gap:+.3f} ms; "
@@ -433,8 +438,10 @@ def compare(
         step()
         _sync(device)
         once = (time.perf_counter() - start) * 1e3
+        # a GPU idles while a window's first step is issued: at least 3 steps share it
         calls[name] = fixed or max(
-            1, min(max_calls, math.ceil(window_ms / max(once, 1e-3)))
+            3 if device == "cuda" else 1,
+            min(max_calls, math.ceil(window_ms / max(once, 1e-3))),
         )
     frames = _frames()
     windows = {name: [] for name in steps}

@@ -523,8 +523,10 @@ plt.show()
 #   graph does all of it, so Inductor can fuse the clamp and the accumulation into the
 #   gradient computation.
 # * **Cold first call.** The compiled variants compile different graphs: three forward
-#   and three backward graphs, or three forward graphs and one large backward graph (the
-#   FX cache misses count them), plus, for compiled autograd, the capture itself. "Of
+#   and three backward graphs, or three forward graphs and one large backward graph,
+#   plus, for compiled autograd, the capture itself. The FX cache misses count what each
+#   cold call compiled anew: a variant measured after another reuses the forward graphs
+#   that one compiled, so its cold figure holds the rest. "Of
 #   which compiling" is the time Dynamo's timer gives to compiling frames (tracing, then
 #   AOTAutograd and Inductor on the result). Work compiled outside a frame's compile, such
 #   as a backward graph that AOTAutograd compiles when the engine first runs it, falls in

@@ -639,8 +639,7 @@ assert len(bounds["raised"]) == 2, bounds
 # them on your machine. (PyTorch 2.13 and later describe a third, experimental path,
 # `torch.compile(...).aot_compile()
 # <https://docs.pytorch.org/docs/main/user_guide/torch_compiler/torch.compiler_aot_compile.html>`__,
-# which saves a compiled function for later processes; this page, which runs on 2.9,
-# does not use it.)
+# which saves a compiled function for later processes; this page does not use it.)
 #
 # Conclusion
 # ----------

@@ -260,11 +260,10 @@ def decode_fn(tokens, pos, cache):
     return model(tokens, pos, cache)
 
 
-eager = model
 prefill = torch.compile(lambda t, p, c: model(t, p, c), fullgraph=True, dynamic=True)
 compiled = torch.compile(decode_fn, fullgraph=True)
-variants = {"eager, growing cache": ("grow", eager, eager)}
-variants["eager, static cache"] = ("static", eager, eager)
+variants = {"eager, growing cache": ("grow", model, model)}
+variants["eager, static cache"] = ("static", model, model)
 variants["compiled"] = ("static", prefill, compiled)
 if device == "cuda":  # "triton.cudagraphs" is what mode="reduce-overhead" sets
     graphs_on = {"triton.cudagraphs": True}
@@ -306,19 +305,19 @@ print(f"prompts of 5, 17 and 40 tokens, 32 new tokens each: {recompiles} recompi
 # generation loop runs step after step without waiting, and a short window would add
 # the GPU's idle start of each window to every step. A step must read the weights (of
 # the embedding table, one row) and the keys and values of the positions so far: those
-# bytes at the measured copy speed are the step's roofline. The first-call column is
-# each variant's first generation, compile included (the site's build keeps a warm
-# compile cache; the cold compile above is the one measured from an empty cache).
+# bytes at the measured copy speed are the step's roofline. The "first generation"
+# column is each variant's first checked generation with a warm compile cache, compile
+# included where the variant had not compiled yet ("compiled" had: the cold compile
+# above, from an empty cache, is its compile time).
 
 copy, _ = measure.copy_bandwidth(device)  # bytes per ms
 size = model.out.weight.element_size()
 weights = (params - model.embed.weight.numel()) * size
 kv_per_pos = 2 * cfg["layers"] * cfg["kv_heads"] * cfg["dim"] // cfg["heads"] * size
-at = max_len // 2
-token, pos_at = torch.zeros(1, 1, dtype=torch.long, device=device), torch.tensor([at])
-pos_at = pos_at.to(device)
+at, token = max_len // 2, torch.zeros(1, 1, dtype=torch.long, device=device)
+pos_at = torch.tensor([at], device=device)
 grown = new_cache("grow")
-generate(eager, eager, torch.zeros(1, at, dtype=torch.long, device=device), 0, grown)
+generate(model, model, torch.zeros(1, at, dtype=torch.long, device=device), 0, grown)
 
 
 def timed(kind, step, batch=1, length=max_len):
@@ -341,7 +340,7 @@ for name, r in res.items():
     r.check(roofline_ms=need)
     cells = [1e3 / r.ms, 100 * need / r.ms, first_call[name], errors[name]]
     rows.append([name, *cells, *res.cells(name)])
-heads = ["variant", "tokens/s", "% of copy", "first call (s)", "logit error"]
+heads = ["variant", "tokens/s", "% of copy", "first generation (s)", "logit error"]
 fmt = ["", ".0f", ".1f", ".1f", ".1e", *res.formats()]
 print(tabulate(rows, heads + res.headers(), "github", fmt))
 best = min(res, key=lambda n: res[n].ms)
@@ -353,6 +352,8 @@ print(
 print(res.versus(best, "eager, growing cache", headline_as="fastest vs eager, growing"))
 measure.headline("fastest step, % of copy roofline", 100 * need / res[best].ms, "%")
 print(res.versus("compiled", "eager, static cache"))
+if device == "cuda":  # what tuning bought, against what it cost at compile time
+    print(res.versus("compiled + CUDA graphs, tuned", "compiled + CUDA graphs"))
 
 # %%
 # A real loop, and where the rest of the step goes
@@ -360,11 +361,14 @@ print(res.versus("compiled", "eager, static cache"))
 #
 # The fastest variant then generates 200 greedy tokens in a plain loop (the choice of
 # each token, its copy and the next position included); the time per token is the
-# loop's less a prefill alone. Its parts, next, add up to its step. Against the
-# roofline: the matrix multiplications read the weights, attention reads the cache
-# (all ``max_len`` positions of a static one), Inductor's own kernels do the norms,
-# rotations and activations, and the GPU waits between kernels and steps. Each part's
-# excess over the bytes it must move is a piece of the gap to the roofline.
+# loop's less a prefill alone. Its parts, next, add up to its step, in four groups
+# set against the roofline: the matrix products and the kernels Inductor fuses around
+# them read the weights (with tuning, Inductor may generate the products too), attention
+# reads the cache (all ``max_len`` positions of a static one), the GPU waits between
+# kernels and steps, and everything else. Each group's excess over the time its bytes
+# take at copy speed is its piece of the gap to the roofline; the pieces add up to it.
+# (On a CPU the small model's weights fit in the caches, and a group can beat its share
+# of a roofline set by the copy speed of memory.)
 
 kind, pre, step = variants[best]
 cache, took = new_cache(kind), []
@@ -380,19 +384,26 @@ print(
     f"{100 * need / loop:.0f} % of the roofline"
 )
 measure.headline("tokens/s in a 200-token loop", 1e3 / loop, "tokens/s")
-r = res[best]
-must = {"matmul": weights / copy, "attention": kv_per_pos * (at + 1) / copy}
-must = {k: must.get(k.removeprefix("GPU: "), 0.0) for k in r.parts}
-table = sorted(
-    ([k, ms, must[k], ms - must[k]] for k, ms in r.parts.items()),
-    key=lambda row: -row[3],
-)
-heads = ["part", "ms per token", "roofline ms", "excess ms"]
-print(tabulate(table, heads, "github", ["", ".4f", ".4f", ".4f"]))
-gap = r.ms - need
-if device == "cpu":  # a small model fits in a CPU's caches, faster than its memory
-    print("On a CPU the small model's weights fit in the caches: the copy speed of a")
-    print("large tensor bounds it loosely, and a part may run under its 'roofline'")
+r, gap, reads = res[best], res[best].ms - need, "matrix products, fused kernels"
+must = {reads: weights / copy, "attention": kv_per_pos * (at + 1) / copy}
+groups = dict.fromkeys([*must, "waiting", "everything else"], 0.0)
+
+
+def group(part):  # Inductor may generate the matrix products itself (tuned, it does)
+    kind = part.removeprefix("GPU: ")
+    if kind in ("matmul", "compiled kernels", "compiled code"):
+        return reads
+    if kind == "attention":
+        return kind
+    return "waiting" if part.startswith("waiting") else "everything else"
+
+
+for part, ms in r.parts.items():
+    groups[group(part)] += ms
+table = [[k, ms, must.get(k, 0), ms - must.get(k, 0)] for k, ms in groups.items()]
+table = sorted(([*row, 100 * row[3] / gap] for row in table), key=lambda row: -row[3])
+heads = ["part", "ms per token", "roofline ms", "excess ms", "% of the gap"]
+print(tabulate(table, heads, "github", ["", ".4f", ".4f", ".4f", ".0f"]))
 print(
     f"{best}: {r.ms:.3f} ms against a roofline of {need:.3f} ms; the largest excess, "
     f"{table[0][0]} {table[0][3]:.3f} ms, is {100 * table[0][3] / gap:.0f} % of the "
@@ -410,7 +421,7 @@ print(
 # The sweep replays the untuned CUDA graphs on a GPU (tuning would run again for every
 # new shape) and runs eager on a CPU (a compiled step would compile again for each).
 
-sweep_step = variants["compiled + CUDA graphs"][2] if device == "cuda" else eager
+sweep_step = variants["compiled + CUDA graphs"][2] if device == "cuda" else model
 with torch.no_grad():
     steps = {
         f"batch {b}, cache {n}": timed("static", sweep_step, b, n) for b, n in sweep
@@ -443,12 +454,12 @@ if importlib.util.find_spec("torchao") is None:
 #
 # A decode step reads every weight to produce one token per sequence, so its speed is
 # set by memory, and its roofline is the bytes it reads over the copy speed. Eager
-# PyTorch spends most of a small step launching kernels; a static cache gives the step
-# fixed shapes, ``torch.compile`` fuses the small operations between the matrix
-# multiplications, and CUDA graphs replay the whole step with one launch, so the GPU
-# waits on memory alone. The tables above measure how close each step came on the
-# machine that built this page, which parts make up the rest, and how batching and
-# the cache's length move the bytes per token.
+# PyTorch issues every small operation from Python; a static cache gives the step fixed
+# shapes, ``torch.compile`` fuses the small operations between the matrix products, and
+# CUDA graphs replay the whole step with one launch. The busy share in each row says how
+# much of its step the GPU worked; where it is low, launches are the lever. The tables
+# measure how close each step came on the machine that built this page, which parts
+# make up the rest, and how batching and the cache's length move the bytes per token.
 #
 # Further reading
 # ---------------

@@ -188,7 +188,8 @@ def check(label, eager, compiled, reference, factor=2.0):
 # Here is the tanh approximation of GELU written out by hand. In eager PyTorch each
 # arithmetic operation is its own kernel, which reads its input from memory and writes
 # its result back. Compiled, Inductor fuses the whole expression into one kernel that
-# reads ``x`` once and writes the result once.
+# reads ``x`` once and writes the result once. (On a GPU whose L2 cache holds ``x``, 50
+# MB on an H100, these kernels can run faster than a copy to and from its memory.)
 
 
 def gelu_tanh(x):
@@ -210,8 +211,9 @@ show(measure.compare(variants, device), "gelu_tanh")
 # Fusion shortens the work on the data: one kernel in place of eight, each of which
 # reads and writes the whole tensor. A step also holds work paid on every call,
 # whatever the size: checking the guards, entering the compiled code, launching the
-# kernel. Fusion does not shorten that. A row that reads ``CPU``-bound spent most of its
-# step with the GPU idle, waiting for such work, and its largest parts name it.
+# kernel. Fusion does not shorten that. A row that reads ``CPU``-bound had the GPU idle
+# for part of its step (busy under 85 %); its ``waiting:`` parts say what the CPU did
+# meanwhile.
 #
 # Compiling a module
 # ------------------

@@ -221,7 +221,7 @@ def make_steps(ps):
 
 refs = {"compiled": ["eager foreach", "eager fused"]}
 if device == "cuda":
-    refs["compiled + CUDA graph"] = ["fused + CUDA graph", "compiled"]
+    refs["compiled + CUDA graph"] = ["fused + CUDA graph"]  # graph against graph
 rows, shares, results = [], {}, {}
 for width in WIDTHS:
     torch._dynamo.reset()
@@ -284,31 +284,43 @@ plt.show()
 # * **busy %** and **bound** (GPU only): kernel time over the unprofiled step; below 85 %
 #   the GPU waited for the CPU for the rest of the step. **CUDA graph** rows launch the
 #   whole step at once, so comparing them compares the kernels.
-# * The lines under the table compare the compiled rows with the faster of their
-#   references and name the parts of the step that moved. The compiled step's CPU work
+# * The lines under the table compare the compiled row with the faster eager reference,
+#   and the compiled CUDA graph with the fused one, and name the parts that moved. The compiled step's CPU work
 #   shows up as ``guards`` (checking the compiled code's guards before each call),
 #   ``compiled-code entry`` (running a compiled frame), ``compiled code`` (the generated
 #   code: on a CPU, its C++ kernels too) and ``kernel launches``.
 #
-# Where the two CUDA-graph rows differ, the gap is inside the kernels, not between them:
-# both replay one graph and keep the GPU busy. ``fused=True`` runs ATen's
+# On a GPU, where the two CUDA-graph rows differ, the gap may sit inside the kernels
+# (their own speed) or between them (launches, waiting). ``fused=True`` runs ATen's
 # ``multi_tensor_apply``, which cuts every tensor into chunks of 65,536 elements and
-# launches kernels of at most 320 blocks of 512 threads each: a large model takes many
-# launches of one fixed size. Inductor generates a kernel per group of parameters, with
-# a grid sized to the data. The lines below count each row's kernels per step and the
-# share of copy speed reached inside them.
+# launches kernels of at most 320 blocks of 512 threads each, so its launches grow with
+# the model; Inductor generates a kernel per group of parameters, with a grid sized to
+# the data. The lines below count each row's kernels per step and the share of copy
+# speed reached inside them, size by size, then read them.
 
 if device == "cuda":
+    inside = {}
     for size, res in results.items():
-        for name, fam in [("fused + CUDA graph", "optimizer")] + [
-            ("compiled + CUDA graph", "compiled kernels")
-        ]:
+        for name, fam in (
+            ("fused + CUDA graph", "optimizer"),
+            (label, "compiled kernels"),
+        ):
             r, ms = res[name], res[name].parts.get("GPU: " + fam, 0.0)
+            inside.setdefault(name, []).append(
+                (r.kernels.get(fam, 0), res.roofline_ms / ms)
+            )
             print(
-                f"{size}, {name}: {r.kernels.get(fam, 0):.0f} {fam} kernels per step, "
+                f"{size}, {name}: {r.kernels.get(fam, 0):.0f} kernels per step ({fam}), "
                 f"{ms:.3f} ms in them: {100 * res.roofline_ms / ms:.0f} % of copy speed"
             )
-#
+    for name, seen in inside.items():
+        (k0, _), (k1, _), shares_in = seen[0], seen[-1], [100 * s for _, s in seen]
+        print(
+            f"{name}: {k0:.0f} -> {k1:.0f} kernels per step from the smallest size to the "
+            f"largest; inside them {min(shares_in):.0f}-{max(shares_in):.0f} % of copy speed"
+        )
+
+# %%
 # Going further
 # -------------
 #

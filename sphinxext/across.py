@@ -19,6 +19,11 @@ from tools import gallery
 SLOWER = 1.3  # a host whose loop takes this many times the fastest run's is "slower"
 
 
+def _cell(text):
+    """Text for a list-table cell: a leading "+" or "-" would start a bullet list."""
+    return "\\" + text if text[:1] in "+-*" else text
+
+
 def _value(cell):
     value, unit = cell
     text = f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
@@ -30,6 +35,8 @@ def host_note(record, fastest):
     host = record.host
     if not host:
         return ""
+    if not host.get("loop_ms"):  # the cores alone: the loop was not (well) measured
+        return f"{host['cores']} cores"
     before, after = host["loop_ms"]
     text = f"{host['cores']} cores, loop {before:.0f} ms"
     notes = []
@@ -49,7 +56,7 @@ def table(records, own=None):
     if not kept:
         return ""
     labels = list(dict.fromkeys(k for r in kept for k in r.headlines))
-    loops = [r.host["loop_ms"][0] for r in kept if r.host]
+    loops = [r.host["loop_ms"][0] for r in kept if r.host and r.host.get("loop_ms")]
     fastest = min(loops) if loops else None
     lines = [
         ".. list-table:: Results across machines (the marked run is the one shown below)",
@@ -59,7 +66,7 @@ def table(records, own=None):
         "   * - Run",
         "     - Host",
     ]
-    lines += [f"     - {label}" for label in labels]
+    lines += [f"     - {_cell(label)}" for label in labels]
     for r in kept:
         mark = " (shown below)" if own is not None and r == own else ""
         lines.append(
@@ -127,7 +134,7 @@ class AcrossMachines(Directive):
         lines += [f"     - {c}" for c in COLUMNS]
         for docname, label, cells in summary_rows(env.srcdir):
             lines.append(f"   * - :doc:`/{docname}`")
-            lines.append(f"     - {label}")
+            lines.append(f"     - {_cell(label)}")
             lines += [f"     - {cells.get(c, '-')}" for c in COLUMNS]
         node = nodes.container()
         self.state.nested_parse(StringList(lines), 0, node)

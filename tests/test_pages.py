@@ -113,7 +113,7 @@ def test_headline_results_reach_the_file_the_build_names(tmp_path, monkeypatch):
     res.versus("compiled", "eager", headline_as="speed-up")
     measure.headline("cold compile", 12.345678, "s")
     assert json.loads(path.read_text()) == {
-        "speed-up": [2.0, "x"],
+        "speed-up": [2.0, "x speed-up"],
         "cold compile": [12.3457, "s"],
     }
 
@@ -133,4 +133,4 @@ def test_against_groups_variants_by_their_intervals(tmp_path, monkeypatch):
         "faster than float32 eager: fast (0.50x); tied with float32 eager: same "
         "(1.00x); slower than float32 eager: slow (2.00x)"
     )
-    assert measure.HEADLINES["fast vs eager"] == [2.0, "x"]
+    assert measure.HEADLINES["fast vs eager"] == [2.0, "x speed-up"]

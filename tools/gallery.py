@@ -276,21 +276,30 @@ class RunRecord:
         return tuple(int(p) for p in re.findall(r"\d+", self.torch)[:2])
 
 
-def host_facts():
-    """The host's speed and load now: a fixed single-thread Python loop's time (median of
-    five, ms; a slower or busier host takes longer) and the 1-minute load average."""
-    import statistics
-    import time
+# A fixed single-thread loop, timed in a process of its own: in the build's process,
+# threads of its own (the memory sampler, compile workers' helpers) would share the GIL.
+_LOOP = """
+import statistics, time
+times = []
+for _ in range(5):
+    start, total = time.perf_counter(), 0
+    for i in range(300_000):
+        total += i * i % 7
+    times.append((time.perf_counter() - start) * 1e3)
+print(statistics.median(times))
+"""
 
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        total = 0
-        for i in range(300_000):
-            total += i * i % 7
-        times.append((time.perf_counter() - start) * 1e3)
+
+def host_facts():
+    """The host's speed and load now: the loop's time (median of five, ms; a slower or
+    busier host takes longer) and the 1-minute load average."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _LOOP], capture_output=True, text=True)
+    loop = float(done.stdout) if done.returncode == 0 else float("nan")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return statistics.median(times), load
+    return loop, load
 
 
 def host_record(before, after):
