@@ -654,6 +654,8 @@ print(f"fullgraph=True: {counters['stats']['unique_graphs']} graph, no break")
 # * :ref:`compiled_training_tutorial`: compiling the whole training step, optimizer
 #   included
 # * :ref:`compiled_autograd_tutorial`: capturing the whole backward pass
+# * :ref:`llm_decode_tutorial`: a language model's decode step, compiled and replayed
+#   from CUDA graphs, measured against the memory roofline
 # * :ref:`triton_custom_op_tutorial`: your own Triton kernel as an operator that
 #   ``torch.compile`` compiles around, measured against Inductor's
 # * `torch.compile API reference
