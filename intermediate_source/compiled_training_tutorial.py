@@ -451,8 +451,9 @@ print(tabulate(rows_err, headers, tablefmt="github", disable_numparse=True))
 # the other kernels (on a CPU, operators and compiled code), which are what compiling
 # fuses; and the time outside kernels (on a GPU, while it idles; on a CPU, Python, guards,
 # graph entries and the autograd engine). Below the table, each rung is compared with the
-# one it builds on; then ``words`` reads the table: which rungs beat float32 eager beyond
-# the interval, where the fastest rung's time went, and what bfloat16 changed.
+# one it builds on, and each precision's rungs with eager in that precision; then
+# ``words`` reads the table: where the fastest rung's time went and what bfloat16
+# changed, with what bounds each step, and the time outside kernels of every bf16 rung.
 
 SPLIT = ["matmul and attention", "other kernels", "outside kernels"]
 HOST = {"guards", "compiled-code entry", "autograd engine", measure.PYTHON}
@@ -470,25 +471,31 @@ def split(row):
 
 
 def words(name, ref):
-    """Two rows in a sentence: the verdict, then each group of the step (ms, % of it)."""
+    """Two rows in a sentence: the verdict, each group of the step (ms, % of it), and on
+    a GPU the busy share and what bounds each step."""
     mid, lo, hi, _ = res.ratio(name, ref)
     verdict = "ties with" if lo <= 1 <= hi else f"takes {mid:.2f}x the step time of"
     r0, r1 = res[ref], res[name]
     cells = zip(SPLIT, split(r0), split(r1))
-    return f"{name} {verdict} {ref}: " + ", ".join(
+    text = f"{name} {verdict} {ref}: " + ", ".join(
         f"{group} {a:.3f} -> {b:.3f} ms ({100 * a / r0.ms:.0f} -> {100 * b / r1.ms:.0f} %)"
         for group, a, b in cells
     )
+    if r0.busy is not None:
+        text += f"; GPU busy {r0.busy:.0f} -> {r1.busy:.0f} %"
+        text += f" ({r0.bound} -> {r1.bound} bound)"
+    return text
 
 
 graphs = counters["stats"]["unique_graphs"]
 res = measure.compare(steps, device)
 assert counters["stats"]["unique_graphs"] == graphs, "a rung compiled again"
+BF16 = "eager, bf16 autocast"
 refs = {
-    "eager, bf16 autocast": "eager",
+    BF16: "eager",
     "compiled model": "eager",
     "+ compiled optimizer": "compiled model",
-    "+ compiled optimizer, bf16": "eager, bf16 autocast",
+    "+ compiled optimizer, bf16": BF16,
     "whole step, CUDA graphs": "+ compiled optimizer",
     "whole step, CUDA graphs, bf16": "+ compiled optimizer, bf16",
 }
@@ -498,13 +505,19 @@ headers = ["rung", "first step, cold (s)", *res.headers()] + [
 ]
 print(f"{device_name}, torch {torch.__version__}; medians of interleaved windows")
 print(tabulate(rows, headers, "github", ["", "", *res.formats(), *[".3f"] * 3]))
-for name, ref in refs.items():
+for name, ref in refs.items():  # the one headline across precisions: bf16 in eager
     if name in res:
-        print(res.versus(name, ref))
-print(res.against("eager", "float32 eager", headlines=True))
+        print(res.versus(name, ref, headline_as=(name == BF16) and f"{name} vs eager"))
+for ref, label in (("eager", "float32 eager"), (BF16, None)):  # like for like
+    same = {n: r for n, r in res.items() if ("bf16" in n) == ("bf16" in ref)}
+    print(measure.Results(same).against(ref, label, headlines=True))
 best = min(res, key=lambda name: res[name].ms)
-print(f"lowest median: {words(best, 'eager') if best != 'eager' else 'eager'}")
-print(f"bfloat16: {words('eager, bf16 autocast', 'eager')}")
+ref = BF16 if "bf16" in best else "eager"
+print(f"lowest median: {words(best, ref) if best != ref else best}")
+print(f"bfloat16: {words(BF16, 'eager')}")
+out = [(n, split(r)[2], r.ms) for n, r in res.items() if "bf16" in n]
+out = "; ".join(f"{n} {ms:.3f} ms ({100 * ms / step:.0f} %)" for n, ms, step in out)
+print(f"bf16 rungs, outside kernels (share of the step): {out}")
 for name in [name for name in res if "CUDA graphs" in name]:
     parts = sorted(res[name].parts.items(), key=lambda kv: -kv[1])[:5]
     print(f"{name}, largest parts: " + "; ".join(f"{k} {ms:.3f} ms" for k, ms in parts))
@@ -528,7 +541,13 @@ plt.show()
 # in one precision each rung runs the same computation there, and the column shows
 # whether its time stayed. bfloat16 autocast is the rung aimed at that group; what it
 # gives depends on the hardware's bfloat16 units and on the library's bfloat16 kernels,
-# for matmul and attention alike. Compiling the model fuses the pointwise work around
+# for matmul and attention alike. It also adds work for the host: a cast kernel for each
+# tensor it converts, and its own dispatch for every op. On a GPU the CPU issues a step's
+# kernels while earlier ones run, so the issuing stays hidden only while the GPU's work
+# outlasts it; kernels that finish sooner can leave the step waiting on the CPU instead,
+# and the bfloat16 lines below print how much of each step is spent outside kernels
+# and, on a GPU, what bounds it. Of the rungs here, only CUDA graphs issue a step's kernels
+# differently. Compiling the model fuses the pointwise work around
 # them (LayerNorm, GELU, residual adds, the loss) into fewer kernels, each reading and
 # writing memory once, which acts on the other kernels; but each call into a compiled
 # graph has fixed costs outside kernels (guard checks, AOTAutograd's wrapper). Compiling
@@ -557,9 +576,11 @@ plt.show()
 # CUDA graphs. Every rung trained from the same weights, stayed within a small multiple
 # of eager's distance from a float64 run in its precision, and compiled nothing after
 # its first step. Splitting a step into matmul and attention, the other kernels, and the
-# time outside kernels says which rungs can help: compiling acts on the last two, CUDA
-# graphs on the last, bfloat16 on the first; and the parts of two rungs' steps say what
-# moved between them.
+# time outside kernels says where each rung acts: compiling fuses the other kernels and
+# adds a fixed cost outside them at each graph's entry, CUDA graphs issue each graph's
+# kernels with one launch, and bfloat16 autocast runs matmul and attention in bfloat16
+# with casts around them; which of these effects moves a step, and which way, is what
+# the parts of two rungs' steps say.
 #
 # Further reading
 # ---------------
