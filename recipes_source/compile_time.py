@@ -96,7 +96,7 @@ make_model = namespace["make_model"]
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 measure.require(cxx=device == "cpu")  # Inductor compiles C++ for a CPU: else one line
-watch = measure.watch_cxx()  # logs each C++ compiler run, children's too (Linux)
+watch = measure.watch_cxx() if device == "cpu" else None  # logs C++ runs (Linux)
 # The page keeps PyTorch's default float32 matmul precision; Inductor's hint to turn on
 # TF32 is about speed, not about compile time.
 warnings.filterwarnings("ignore", message=".*TensorFloat32")
@@ -135,12 +135,13 @@ x = torch.randn(BATCH, SEQ, WIDTH, device=device)
 # Inductor's too.
 #
 # The C++ compiler is Inductor's own part on a CPU: Inductor writes each kernel as C++
-# and builds it into a library. ``measure.watch_cxx()`` (first cell) makes Inductor call
-# the compiler through a small wrapper that logs the start and end of each run, and names
-# the wrapper in ``CXX``, which the new processes inherit, with their compile workers. The
-# seconds in which at least one compiler ran during the first call are the row "Inductor:
-# C++ compiler"; "Inductor: the rest" is lowering, fusion, code generation and loading
-# (off Linux the page does not time the compiler, and the rest includes it).
+# and builds it into a library. On a CPU, ``measure.watch_cxx()`` (first cell) makes
+# Inductor call the compiler through a small wrapper that logs the start and end of each
+# run, and names the wrapper in ``CXX``, which the new processes inherit, with their
+# compile workers. The seconds in which at least one compiler ran during the first call
+# are the row "Inductor: C++ compiler"; "Inductor: the rest" is lowering, fusion, code
+# generation and loading. On a GPU, where Inductor writes Triton kernels, and off Linux,
+# the page does not time the compiler: the row is left out and the rest includes it.
 #
 # The script also times every handler that Python runs at exit: before importing torch
 # it wraps ``atexit.register`` and ``threading._register_atexit`` (where
@@ -161,7 +162,6 @@ PRELUDE = """
 import atexit, json, sys, threading, time
 T, EXIT = [("start", time.time())], []
 atexit.register(lambda: print("EXIT", json.dumps([T, EXIT, time.time()])))  # runs last
-
 def timed(register):  # wraps each exit handler registered from now on
     def wrap(fn, *args, **kwargs):
         def run():
@@ -171,7 +171,6 @@ def timed(register):  # wraps each exit handler registered from now on
         register(run)
         return fn
     return wrap
-
 atexit.register = timed(atexit.register)
 threading._register_atexit = timed(threading._register_atexit)
 """
@@ -227,12 +226,11 @@ def fresh_process(mode, **more):
     parts = {"Python start-up": stamps[0][1] - launched}
     for (_, before), (name, now) in zip(stamps, stamps[1:]):
         if name == "first call":  # split by PyTorch's compile timers and the C++ log
-            cxx = watch.seconds(before, now) if watch else 0.0  # off Linux: in the rest
+            cxx = watch.seconds(before, now) if watch else 0.0  # else: in the rest
             assert cxx <= ind + hit + 0.1, (cxx, ind, hit)  # it runs inside Inductor
             parts["Dynamo"], parts["AOTAutograd"] = total - call, call - ind - hit
             parts["Inductor: the rest"] = ind + hit - cxx
-            if watch:
-                parts["Inductor: C++ compiler"] = cxx
+            parts.update({"Inductor: C++ compiler": cxx} if watch else {})
             now, name = now - total, "first run (rest of the call)"
         parts[name] = now - before
     for name, seconds in handlers:  # Python's exit, handler by handler
@@ -259,18 +257,23 @@ more = ["compile threads", "fx hits", "fx misses", "aot hits", "graphs", "whole 
 rows += [[k, *column] for k, column in zip(more, zip(*(info for _, info in procs)))]
 print(f"{device_name}, torch {torch.__version__}, fresh processes, seconds")
 print(tabulate(rows, ["part", *labels], "github", ".2f"))
-for label, (parts, info) in zip(labels, procs):
-    ranked = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
-    top = ", ".join(f"{k} {v:.2f} s" for k, v in ranked)
+for label, (p, info) in zip(labels, procs):  # p: the column's parts
+    top = ", ".join(f"{k} {p[k]:.2f} s" for k in sorted(p, key=p.get)[:-4:-1])
     print(f"{label}: {info[-1]:.2f} s in all; largest parts: {top}")
     measure.headline(f"fresh process, {label}", info[-1], "s")
 COMPILING = ["Dynamo", "AOTAutograd", "Inductor: the rest", "Inductor: C++ compiler"]
+kind = "", tuple(COMPILING), "exit: ", "import"  # in all, compiling, exit, imports
+G = [[sum(v for k, v in p.items() if k.startswith(w)) for w in kind] for p, _ in procs]
+i, s = sorted(g[3] for g in G), sorted(100 * g[3] / g[0] for g in G)
+print(f"imports: {i[0]:.1f}-{i[-1]:.1f} s, {s[0]:.0f}-{s[-1]:.0f} % of each process")
 
 
 def versus(a, b):
-    """Column a read against column b: the compile's parts, then the two largest others."""
+    """Column a read against column b: the compile's parts, then the two others that
+    moved most from the first call on (the parts before it do the same work in each)."""
     (pa, ia), (pb, ib) = procs[labels.index(a)], procs[labels.index(b)]
-    change = {k: abs(pa.get(k, 0) - pb.get(k, 0)) for k in names if k not in COMPILING}
+    later = [k for k in names[names.index("Dynamo") :] if k not in COMPILING]
+    change = {k: abs(pa.get(k, 0) - pb.get(k, 0)) for k in later}
     keys = [k for k in COMPILING if k in names] + sorted(change, key=change.get)[:-3:-1]
     moved = ", ".join(f"{k} {pb.get(k, 0):.2f} -> {pa.get(k, 0):.2f}" for k in keys)
     return f"{a} against {b}: {ib[-1]:.2f} -> {ia[-1]:.2f} s in all; {moved} s"
@@ -279,7 +282,10 @@ def versus(a, b):
 print(versus("load", "compile, save"))  # what the artifacts save, part by part
 print(versus("load, 1 thread", "load"))  # compile workers in a process that loads
 print(versus("regional", "compile, save"))  # both from an empty cache
-fig, ax = plt.subplots(figsize=(8, 3.5))
+d = {labels[c]: [f"{a - b:+.2f} s" for a, b in zip(G[c], G[0])] for c in (1, 3)}
+said = [f"{c} {v[0]} in all, compiling {v[1]}, exit {v[2]}" for c, v in d.items()]
+print("against compile, save:", "; ".join(said))  # where each saving went
+fig, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
 left = [0.0] * len(procs)
 for k, (name, *values) in enumerate(rows[: len(names)]):  # parts of 0.2 s or more
     if max(values) >= 0.2:
@@ -287,7 +293,6 @@ for k, (name, *values) in enumerate(rows[: len(names)]):  # parts of 0.2 s or mo
         left = [a + b for a, b in zip(left, values)]
 ax.set(title=f"Fresh processes, {device_name}", xlabel="seconds, parts >= 0.2 s")
 ax.legend(loc="upper left", bbox_to_anchor=(1, 1), fontsize="small")
-fig.tight_layout()
 plt.show()
 
 # %%
@@ -302,11 +307,20 @@ plt.show()
 # input is on the GPU, before AOTAutograd looks up its cache, so a process that only loads
 # starts the workers too.
 #
-# Under the table, a line per column names its largest parts. The three lines after it
-# read one column against another, part by part: what the artifacts save (the process
-# that loaded them against the one that compiled and saved them), what compile workers
-# cost or bring to a process that loads (one thread against the default), and regional
-# against whole-model compilation, both from an empty cache.
+# Under the table, a line per column names its largest parts, and one line gives the
+# imports' share of each process (the rows that start with "import"): work that every
+# fresh process repeats before it compiles anything, cached or not. The three lines after
+# it read one column against another: the compile's parts, then the two parts from the
+# first call on that moved most (before it, every column does the same work but for
+# loading the artifacts).
+# They show what the artifacts save (the process that loaded them against the one that
+# compiled and saved them), what compile workers cost or bring to a process that loads
+# (one thread against the default), and regional against whole-model compilation, both
+# from an empty cache. The last line sums where each change against ``compile, save``
+# went: the whole process, its compiling (Dynamo, AOTAutograd and Inductor) and its exit
+# (the parts named "exit: ..."). Seconds saved in compiling can come back at exit; the
+# likely link is the compile-worker pool, which Inductor starts at the first compile and
+# ``shutdown_compile_workers`` stops at exit, however little the process compiled.
 #
 # The two ``load`` columns found every entry in the artifacts (fx misses: 0), so Inductor
 # skips lowering and code generation; Dynamo still traces the model in each new process,
@@ -315,19 +329,16 @@ plt.show()
 # and, on a GPU, the device model: change any of them and the lookup misses. What a
 # loading process still compiles depends on the device. On a GPU, Inductor bundles the
 # compiled Triton kernels into each FX graph entry
-# (``torch._inductor.config.bundle_triton_into_fx_graph_cache``). On a CPU an entry holds
-# the generated C++ source, and the libraries built from it stay in the cache folder that
-# built them, beside those of small test programs that every new folder builds before its
-# first kernel to find the CPU's vector instructions (each then loaded by a short-lived
-# child process: the builds count in the C++ compiler's row, the loads in the rest of
-# Inductor). A process with a new folder therefore runs the C++ compiler again,
-# artifacts or not; a cache folder kept between runs keeps the libraries too. One build
-# is shared instead: the precompiled header that every kernel includes lives in
-# Inductor's default folder in the temporary directory (``torchinductor_<user>``), which
-# ``TORCHINDUCTOR_CACHE_DIR`` does not move, so the first process on a machine builds it
-# and later ones reuse it. Compile workers build kernels in parallel, and a pool costs
-# its start and its shutdown; PyTorch reads ``TORCHINDUCTOR_COMPILE_THREADS`` when
-# ``torch._inductor.config`` is first imported.
+# (``torch._inductor.config.bundle_triton_into_fx_graph_cache``). On a CPU, an entry
+# holds the generated C++ source, and the libraries built from it stay in the cache folder
+# that built them, so a process with a new folder runs the C++ compiler again, artifacts
+# or not (a cache folder kept between runs keeps the libraries). On a CPU, each new
+# folder also builds small test programs for the CPU's vector instructions, while the
+# precompiled header that every kernel includes is built once per machine, in Inductor's
+# default folder (``torchinductor_<user>`` in the temporary directory), which
+# ``TORCHINDUCTOR_CACHE_DIR`` does not move. Compile workers build kernels in parallel,
+# and a pool costs its start and its shutdown; PyTorch reads
+# ``TORCHINDUCTOR_COMPILE_THREADS`` when ``torch._inductor.config`` is first imported.
 # To ship compiled code that needs no tracing at all in the serving process, export the
 # model and compile it ahead of time into a package (:ref:`export_aoti_tutorial`).
 #
