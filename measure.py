@@ -258,8 +258,9 @@ class Results(dict):
 
     def against(self, ref, label=None, headlines=False):
         """One line: which variants are faster than ref, tied with it, slower (by their
-        paired intervals), each with its median ratio; headlines=True keeps each
-        variant's speed-up over ref as a headline result."""
+        paired intervals), each with its median ratio, a slower one with the part that grew
+        most; an empty group is left out. headlines=True keeps each variant's speed-up
+        over ref as a headline result."""
         groups = {"faster than": [], "tied with": [], "slower than": []}
         for name in self:
             if name != ref:
@@ -271,16 +272,20 @@ class Results(dict):
                     if lo > 1
                     else "tied with"
                 )
-                groups[word].append(f"{name} ({mid:.2f}x)")
+                grew = ""
+                if word == "slower than":  # with the part that grew most
+                    r, r0 = self[name], self[ref]
+                    moved = {k: v - r0.parts.get(k, 0.0) for k, v in r.parts.items()}
+                    top = max(moved, key=moved.get, default=None)
+                    grew = f"; {top} {moved[top]:+.3f} ms" if top else ""
+                groups[word].append(f"{name} ({mid:.2f}x{grew})")
                 if headlines:
                     tie = word == "tied with"
                     headline(
                         f"{name} vs {ref}", 1 / mid, "x, a tie" if tie else "x speed-up"
                     )
         ref = label or ref
-        return "; ".join(
-            f"{k} {ref}: {', '.join(v) or 'none'}" for k, v in groups.items()
-        )
+        return "; ".join(f"{k} {ref}: {', '.join(v)}" for k, v in groups.items() if v)
 
     def versus(self, name, ref, label="", headline_as=None):
         """The line that compares two variants, and the parts of the gap if they differ.

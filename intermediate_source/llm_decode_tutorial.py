@@ -1,8 +1,8 @@
 """
 .. _llm_decode_tutorial:
 
-A language model's decode loop at the memory roofline
-=====================================================
+The decode loop of a language model, at the memory roofline
+===========================================================
 
 **Author:** torch.compile tutorials team
 
@@ -50,6 +50,7 @@ A language model's decode loop at the memory roofline
 import importlib.util
 import time
 
+import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 from tabulate import tabulate
@@ -66,7 +67,8 @@ else:
     cfg = dict(dim=256, layers=2, heads=8, kv_heads=2, ffn=768, vocab=1024)
     dtype, max_len, prompt_len = torch.float32, 256, 16
     sweep = [(1, 256), (8, 256), (8, 1024)]
-print(f"device: {torch.cuda.get_device_name() if device == 'cuda' else 'CPU'}; {cfg}")
+device_name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
+print(f"device: {device_name}; {cfg}")
 
 
 class Attention(nn.Module):
@@ -266,32 +268,31 @@ variants = {"eager, growing cache": ("grow", model, model)}
 variants["eager, static cache"] = ("static", model, model)
 variants["compiled"] = ("static", prefill, compiled)
 if device == "cuda":  # "triton.cudagraphs" is what mode="reduce-overhead" sets
-    graphs_on = {"triton.cudagraphs": True}
-    cg = torch.compile(decode_fn, fullgraph=True, options=graphs_on)
-    variants["compiled + CUDA graphs"] = ("static", prefill, cg)
-    tuning = {**graphs_on, "coordinate_descent_tuning": True}
-    tuned = torch.compile(decode_fn, fullgraph=True, options=tuning)
-    variants["compiled + CUDA graphs, tuned"] = ("static", prefill, tuned)
-watch = measure.watch_cxx()
+    for tune in (False, True):
+        opts = {"triton.cudagraphs": True, "coordinate_descent_tuning": tune}
+        step = torch.compile(decode_fn, fullgraph=True, options=opts)
+        variants["compiled + CUDA graphs" + ", tuned" * tune] = (
+            "static",
+            prefill,
+            step,
+        )
+measure.watch_cxx()
 cold = measure.cold_compile(
     generate, prefill, compiled, prompt, 2, new_cache("static"), device=device
 )
 cxx = f", {cold.cxx:.1f} s of it in the C++ compiler" if cold.cxx else ""
-print(
-    f"cold compile, prefill and decode: {cold.seconds:.1f} s, {cold.graphs} graphs{cxx}"
-)
-first_call = {name: check(name, *variant) for name, variant in variants.items()}
+print(f"cold compile: {cold.seconds:.1f} s, {cold.graphs} graphs{cxx}")
+first = {name: check(name, *variant) for name, variant in variants.items()}
 
 # %%
 # No recompile while generating: after the warm-up, a long generation and prompts of new
 # lengths compile nothing (Dynamo's frame counter does not move).
 
-best_step = tuned if device == "cuda" else compiled
+best_step = step if device == "cuda" else compiled  # the tuned one on a GPU
 graphs = torch._dynamo.utils.counters["stats"]
 before = graphs["unique_graphs"]
-for n in (5, 17, 40):
-    new_prompt = torch.randint(cfg["vocab"], (1, n), device=device)
-    generate(prefill, best_step, new_prompt, 32, new_cache("static"))
+for new in (torch.randint(cfg["vocab"], (1, n), device=device) for n in (5, 17, 40)):
+    generate(prefill, best_step, new, 32, new_cache("static"))
 recompiles = graphs["unique_graphs"] - before
 assert recompiles == 0, f"{recompiles} recompiles during generation"
 print(f"prompts of 5, 17 and 40 tokens, 32 new tokens each: {recompiles} recompiles")
@@ -333,13 +334,10 @@ def timed(kind, step, batch=1, length=max_len):
 
 with torch.no_grad():
     steps = {name: timed(kind, step) for name, (kind, _, step) in variants.items()}
-    res = measure.compare(steps, device, window_ms=50)
-need = (weights + kv_per_pos * (at + 1)) / copy  # ms
-rows = []
-for name, r in res.items():
-    r.check(roofline_ms=need)
-    cells = [1e3 / r.ms, 100 * need / r.ms, first_call[name], errors[name]]
-    rows.append([name, *cells, *res.cells(name)])
+    need = (weights + kv_per_pos * (at + 1)) / copy  # ms
+    res = measure.compare(steps, device, window_ms=50, roofline_ms=need)
+rows = [[n, 1e3 / r.ms, 100 * need / r.ms, first[n], errors[n]] for n, r in res.items()]
+rows = [row + res.cells(row[0]) for row in rows]
 heads = ["variant", "tokens/s", "% of copy", "first generation (s)", "logit error"]
 fmt = ["", ".0f", ".1f", ".1f", ".1e", *res.formats()]
 print(tabulate(rows, heads + res.headers(), "github", fmt))
@@ -352,6 +350,9 @@ print(
 print(res.versus(best, "eager, growing cache", headline_as="fastest vs eager, growing"))
 measure.headline("fastest step, % of copy roofline", 100 * need / res[best].ms, "%")
 print(res.versus("compiled", "eager, static cache"))
+plt.figure(figsize=(7, 2.6)).gca().barh(list(res), [1e3 / r.ms for r in res.values()])
+plt.xlabel(f"tokens/s at batch 1, {device_name}; the roofline: {1e3 / need:.0f}")
+plt.show()
 if device == "cuda":  # what tuning bought, against what it cost at compile time
     print(res.versus("compiled + CUDA graphs, tuned", "compiled + CUDA graphs"))
 
@@ -434,8 +435,7 @@ for (b, n), (name, r) in zip(sweep, swept.items()):
     rows[-1] += swept.cells(name)
 heads = ["batch", "cache", "tokens/s", "GB read", "% of copy", *swept.headers()]
 print(tabulate(rows, heads, "github", ["", "", ".0f", ".3f", ".1f", *swept.formats()]))
-one, many = swept[list(swept)[0]], swept[list(swept)[-2]]
-grew = sweep[-2][0] / sweep[0][0]
+(one, *_, many, _), grew = swept.values(), sweep[-2][0] / sweep[0][0]
 print(
     f"From batch {sweep[0][0]} to {sweep[-2][0]} the step took {many.ms / one.ms:.2f}x "
     f"as long for {grew:.0f}x the tokens: {grew * one.ms / many.ms:.1f}x the tokens/s"

@@ -127,10 +127,12 @@ def test_against_groups_variants_by_their_intervals(tmp_path, monkeypatch):
     wobble = [0.9, 1.1] * 4 + [1.0]
     for name, ms in (("eager", 2.0), ("fast", 1.0), ("same", 2.0), ("slow", 4.0)):
         windows = [ms * w if name == "same" else ms for w in wobble]
-        res[name] = measure.Row(name, ms, 0.0, windows, ms)
+        res[name] = measure.Row(name, ms, 0.0, windows, ms, parts={"matmul": ms})
     line = res.against("eager", "float32 eager", headlines=True)
     assert line == (
         "faster than float32 eager: fast (0.50x); tied with float32 eager: same "
-        "(1.00x); slower than float32 eager: slow (2.00x)"
+        "(1.00x); slower than float32 eager: slow (2.00x; matmul +2.000 ms)"
     )
+    del res["slow"]
+    assert "slower" not in res.against("eager")
     assert measure.HEADLINES["fast vs eager"] == [2.0, "x speed-up"]
