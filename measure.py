@@ -256,6 +256,13 @@ class Results(dict):
         k = max(k, 1)
         return statistics.median(ratios), ratios[k - 1], ratios[n - k], 1 - 2 * mass
 
+    def moved(self, name, ref):
+        """Each part's change from ref's step to name's, ms per step."""
+        r, r0 = self[name], self[ref]
+        return {
+            k: r.parts.get(k, 0.0) - r0.parts.get(k, 0.0) for k in r.parts | r0.parts
+        }
+
     def against(self, ref, label=None, headlines=False):
         """One line: which variants are faster than ref, tied with it, slower (by their
         paired intervals), each with its median ratio, a slower one with the part that grew
@@ -274,8 +281,7 @@ class Results(dict):
                 )
                 grew = ""
                 if word == "slower than":  # with the part that grew most
-                    r, r0 = self[name], self[ref]
-                    moved = {k: v - r0.parts.get(k, 0.0) for k, v in r.parts.items()}
+                    moved = self.moved(name, ref)
                     top = max(moved, key=moved.get, default=None)
                     grew = f"; {top} {moved[top]:+.3f} ms" if top else ""
                 groups[word].append(f"{name} ({mid:.2f}x{grew})")
@@ -304,9 +310,7 @@ class Results(dict):
         )
         if lo <= 1 <= hi:
             return f"{head}: a tie, the interval holds 1.00x"
-        moved = {
-            k: r.parts.get(k, 0.0) - r0.parts.get(k, 0.0) for k in r.parts | r0.parts
-        }
+        moved = self.moved(name, ref)
         big = sorted(moved.items(), key=lambda kv: -abs(kv[1]))
         named = [(k, ms) for k, ms in big[:8] if abs(ms) >= 0.03 * abs(gap)]
         residual = gap - sum(ms for _, ms in named)
