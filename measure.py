@@ -57,6 +57,9 @@ KERNEL_FAMILIES = [
     ("matmul", r"gemm|gemv|nvjet|xmma|cutlass|cublas|conv(?!ert)|winograd|implicit"),
     ("optimizer", r"multi_tensor|fused_adam|FusedAdam|adam|_foreach"),
     ("copies", r"^Memcpy|^Memset|copy|CatArray"),
+    # a plain identifier: a hand-written Triton kernel (or any extern "C" one); ATen's
+    # kernels show as demangled C++ ("void at::native::...")
+    ("hand-written kernels", r"^[A-Za-z_]\w*$"),
     ("eager elementwise", r"elementwise|vectorized|unrolled|reduce|softmax|norm|index"),
 ]
 # What a thread was doing, by the innermost range or operator running on it.

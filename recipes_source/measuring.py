@@ -134,7 +134,7 @@ if device == "cuda":
     )
     print(f"host time to issue one step, of the step: {issue}")
 else:
-    grew = {k: ms - product.parts.get(k, 0.0) for k, ms in slow.parts.items()}
+    grew = known.moved("delayed", "product")
     print(
         f"Python part grew by {grew[measure.PYTHON]:.3f} ms for a {DELAY_MS} ms delay"
     )
@@ -193,10 +193,7 @@ alone = gap["exp alone"]
 line = gap.versus("with exp", "without")
 print(f"exp alone: {alone.ms:.3f} ms")
 print(line)
-moved = {
-    k: gap["with exp"].parts.get(k, 0) - gap["without"].parts.get(k, 0)
-    for k in gap["with exp"].parts
-}
+moved = gap.moved("with exp", "without")
 top = max(moved, key=lambda k: moved[k])
 print(f"part that grew most: {top} ({moved[top]:+.3f} ms)")
 family = "GPU: eager elementwise" if device == "cuda" else "eager operators"

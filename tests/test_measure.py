@@ -53,6 +53,35 @@ def test_nested_events_split_into_their_own_time():
     }
 
 
+@pytest.mark.parametrize(
+    "name, family",
+    [
+        ("triton_per_fused_add_mean_mul_pow_rsqrt_0", "compiled kernels"),
+        ("add_rmsnorm_fwd_kernel", "hand-written kernels"),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)",
+            "eager elementwise",
+        ),
+        (
+            "void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)",
+            "eager elementwise",
+        ),
+        ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT", "matmul"),
+        (
+            "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128>>(Flash_fwd_params)",
+            "attention",
+        ),
+        ("Memcpy DtoD (Device -> Device)", "copies"),
+        (
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "communication",
+        ),
+    ],
+)
+def test_kernels_fall_into_their_families(name, family):
+    assert measure._family(name, measure.KERNEL_FAMILIES, "other kernels") == family
+
+
 def test_paired_ratio_and_its_interval():
     results = measure.Results()
     base = [1.0, 1.1, 0.9, 1.0, 1.2, 1.0, 0.95, 1.05, 1.0]
@@ -63,8 +92,11 @@ def test_paired_ratio_and_its_interval():
     assert (mid, lo, hi) == pytest.approx((1.5, 1.5, 1.5))
     assert conf == pytest.approx(1 - 2 * 10 / 512)  # 9 rounds: 2nd to 8th of 9
     assert [measure._digits(x) for x in (0.9996, 1.0, 1.004, 0.87)] == [
-        "0.9996", "1.00", "1.004", "0.87"
-    ]  # fmt: skip
+        "0.9996",
+        "1.00",
+        "1.004",
+        "0.87",
+    ]
     results["c"] = measure.Row("c", 1.0, 0.1, [1.0, 1.1, 0.9] * 3, 1.0)
     assert "a tie" in results.versus("c", "a")
 
