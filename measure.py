@@ -317,15 +317,32 @@ class Results(dict):
         big = sorted(moved.items(), key=lambda kv: -abs(kv[1]))
         named = [(k, ms) for k, ms in big[:8] if abs(ms) >= 0.03 * abs(gap)]
         residual = gap - sum(ms for _, ms in named)
-        words = "; ".join(f"{k} {ms:+.3f} ms" for k, ms in named)
         busy = ""
         if r.busy_ms is not None and r0.busy_ms is not None:
             d = r.busy_ms - r0.busy_ms
             busy = f" GPU busy {d:+.3f} ms, GPU waiting {gap - d:+.3f} ms."
+        head = f"{head}: {'slower' if gap > 0 else 'faster'}.{busy}"
+        if 0.5 <= (gap - residual) / gap <= 1.5:
+            words = "; ".join(f"{k} {ms:+.3f} ms" for k, ms in named)
+            return (
+                f"{head} Parts that moved most: {words}: "
+                f"{100 * (gap - residual) / gap:.0f} % of the gap; "
+                f"smaller parts {residual:+.3f} ms"
+            )
+        # The largest parts cancel (one kind of work replaced another) or the gap is spread
+        # thin: every part is counted on the side it moved to; the sides add up to the gap.
+        sides = []
+        for word, sign in (("grew", 1), ("shrank", -1)):
+            side = [kv for kv in big if sign * kv[1] > 0]
+            if side:
+                top = ", ".join(f"{k} {ms:+.3f}" for k, ms in side[:4])
+                total = sum(ms for _, ms in side)
+                sides.append((total, f"those that {word} {total:+.3f} ms ({top})"))
+        total = sum(ms for ms, _ in sides)
         return (
-            f"{head}: {'slower' if gap > 0 else 'faster'}.{busy} Parts that moved most: "
-            f"{words}: {100 * (gap - residual) / gap:.0f} % of the gap; "
-            f"smaller parts {residual:+.3f} ms"
+            f"{head} Parts by the way they moved: "
+            + "; ".join(text for _, text in sides)
+            + f": together {100 * total / gap:.0f} % of the gap"
         )
 
 

@@ -234,7 +234,10 @@ plt.show()
 #   means the waiting parts were rescaled a lot: read them as proportions.
 # * A comparison line gives both medians, the gap, the paired ratio with its interval,
 #   and the parts that moved most, with the share of the gap they cover and what the
-#   smaller parts add up to.
+#   smaller parts add up to. Where the largest parts cancel (compiled code replacing eager
+#   operators, say) and cover less than half of the gap or more than one and a half
+#   times it, the line instead adds up the parts that grew and those that shrank, each
+#   side with its largest parts: the two sums make the gap.
 #
 # Conclusion
 # ----------

@@ -31,22 +31,24 @@ def _value(cell):
 
 
 def host_note(record, fastest):
-    """The host in words, and why its numbers may differ: slower, busy, or slowed."""
+    """The host in words, and why its numbers may differ: slower, busy, or unsteady (its
+    loop's two readings, before and after the page, differ by more than SLOWER)."""
     host = record.host
     if not host:
         return ""
     if not host.get("loop_ms"):  # the cores alone: the loop was not (well) measured
         return f"{host['cores']} cores"
     before, after = host["loop_ms"]
-    text = f"{host['cores']} cores, loop {before:.0f} ms"
+    speed = min(before, after)  # the host undisturbed, as near as two readings tell
+    text = f"{host['cores']} cores, loop {speed:.0f} ms"
     notes = []
-    if fastest and before > SLOWER * fastest:
-        notes.append(f"a slower host: {before / fastest:.1f}x the fastest run's loop")
+    if fastest and speed > SLOWER * fastest:
+        notes.append(f"a slower host: {speed / fastest:.1f}x the fastest run's loop")
     load = host["load"][0]
     if load is not None and load > host["cores"]:
         notes.append(f"busy: load {load:.1f} on {host['cores']} cores")
-    if after > SLOWER * before:
-        notes.append(f"slowed during the run: loop {before:.0f} -> {after:.0f} ms")
+    if max(before, after) > SLOWER * speed:
+        notes.append(f"unsteady: loop {before:.0f} ms before the page, {after:.0f} after")
     return text + ("; " + "; ".join(notes) if notes else "")
 
 
@@ -56,7 +58,7 @@ def table(records, own=None):
     if not kept:
         return ""
     labels = list(dict.fromkeys(k for r in kept for k in r.headlines))
-    loops = [r.host["loop_ms"][0] for r in kept if r.host and r.host.get("loop_ms")]
+    loops = [min(r.host["loop_ms"]) for r in kept if r.host and r.host.get("loop_ms")]
     fastest = min(loops) if loops else None
     lines = [
         ".. list-table:: Results across machines (the marked run is the one shown below)",

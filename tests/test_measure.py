@@ -101,6 +101,28 @@ def test_paired_ratio_and_its_interval():
     assert "a tie" in results.versus("c", "a")
 
 
+def test_a_gap_whose_largest_parts_cancel_is_read_by_direction():
+    """When one kind of work replaced another, the largest parts cover a small share of the
+    gap: the line then counts every part on the side it moved to, and the sides add up."""
+    small = {f"small part {i}": 0.04 for i in range(10)}  # 0.4 ms, spread thin
+
+    def results(compiled):
+        out = measure.Results()
+        eager = {"eager operators": 3.2, "copies": 1.3, "matmul": 1.0, **small}
+        for name, parts in [("eager", eager), ("compiled", compiled)]:
+            ms = sum(parts.values())
+            windows = [ms * (1 + 0.001 * i) for i in range(9)]
+            out[name] = measure.Row(name, ms, 0.01, windows, ms, parts=parts)
+        return out.versus("compiled", "eager")
+
+    line = results({"compiled code": 3.5, "Python": 1.0, "matmul": 1.0})
+    assert "Parts by the way they moved: those that grew +4.500 ms" in line
+    assert "those that shrank -4.900 ms (eager operators -3.200, copies -1.300" in line
+    assert line.endswith("together 100 % of the gap")
+    line = results({"eager operators": 3.2, "copies": 1.3, "matmul": 0.4})
+    assert "Parts that moved most: matmul -0.600 ms; small part 0 -0.040 ms" in line
+
+
 def test_physics_checks_report_a_busy_share_above_100_and_below_the_roofline(capsys):
     row = measure.Row("r", ms=1.0, spread=0.0, windows=[1.0], profiled_ms=1.0)
     row.busy_ms = 1.2
