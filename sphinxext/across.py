@@ -48,7 +48,9 @@ def host_note(record, fastest):
     if load is not None and load > host["cores"]:
         notes.append(f"busy: load {load:.1f} on {host['cores']} cores")
     if max(before, after) > SLOWER * speed:
-        notes.append(f"unsteady: loop {before:.0f} ms before the page, {after:.0f} after")
+        notes.append(
+            f"unsteady: loop {before:.0f} ms before the page, {after:.0f} after"
+        )
     return text + ("; " + "; ".join(notes) if notes else "")
 
 
