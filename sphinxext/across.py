@@ -26,7 +26,16 @@ def _cell(text):
 
 def _value(cell):
     value, unit = cell
-    text = f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if unit == "x speed-up" and value < 1:  # kept so before "x slower" existed
+        value, unit = 1 / value, "x slower"
+    size = abs(value)
+    text = (
+        f"{value:,.0f}"
+        if size >= 1000
+        else f"{value:.1f}"
+        if size >= 10
+        else f"{value:.3g}"
+    )
     return f"{text} {unit}".strip()
 
 

@@ -123,6 +123,15 @@ def test_a_gap_whose_largest_parts_cancel_is_read_by_direction():
     assert "Parts that moved most: matmul -0.600 ms; small part 0 -0.040 ms" in line
 
 
+def test_a_row_profiled_faster_than_it_was_timed_is_called_unsteady(capsys):
+    row = measure.Row("r", ms=1.0, spread=0.0, windows=[1.0], profiled_ms=0.8)
+    assert row.check() == []  # not physics: the machine changed speed
+    assert "Unsteady, r: its profiled steps ran faster" in capsys.readouterr().out
+    row.profiled_ms = 1.2
+    row.check()
+    assert capsys.readouterr().out == ""
+
+
 def test_physics_checks_report_a_busy_share_above_100_and_below_the_roofline(capsys):
     row = measure.Row("r", ms=1.0, spread=0.0, windows=[1.0], profiled_ms=1.0)
     row.busy_ms = 1.2

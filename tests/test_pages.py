@@ -99,8 +99,8 @@ def test_the_site_results_page_takes_its_numbers_from_the_records(monkeypatch):
     assert label == "tokens/s"
     assert cells == {
         "1 GPU": "1,099 tokens/s (NVIDIA H100 80GB HBM3)",
-        "CPU, oldest PyTorch": "15 tokens/s (2.9.1)",
-        "CPU, newest PyTorch": "20 tokens/s (2.15.0)",
+        "CPU, oldest PyTorch": "15.0 tokens/s (2.9.1)",
+        "CPU, newest PyTorch": "20.0 tokens/s (2.15.0)",
     }
     assert rows["intermediate/torch_compile_tutorial"][0] == "(no headline result yet)"
 
@@ -140,3 +140,18 @@ def test_against_groups_variants_by_their_intervals(tmp_path, monkeypatch):
     del res["slow"]
     assert "slower" not in res.against("eager")
     assert measure.HEADLINES["fast vs eager"] == [2.0, "x speed-up"]
+    assert measure.HEADLINES["same vs eager"][1] == "x, a tie"
+    res["slow"] = measure.Row("slow", 4.0, 0.0, [4.0] * 9, 4.0, parts={"matmul": 4.0})
+    res.against("eager", headlines=True)
+    assert measure.HEADLINES["slow vs eager"] == [2.0, "x slower"]
+
+
+def test_a_slowdown_kept_as_a_speed_up_below_1_reads_as_slower():
+    from sphinxext.across import _value
+
+    assert _value([0.8, "x speed-up"]) == "1.25 x slower"
+    assert _value([2.5, "x speed-up"]) == "2.5 x speed-up"
+    assert (
+        _value([26.93, "s"]) == "26.9 s"
+        and _value([1175.4, "tokens/s"]) == "1,175 tokens/s"
+    )
