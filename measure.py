@@ -274,8 +274,9 @@ class Results(dict):
 
     def against(self, ref, label=None, headlines=False):
         """One line: which variants are faster than ref, tied with it, slower (by their
-        paired intervals), each with its median ratio, a slower one with the part that grew
-        most; an empty group is left out. headlines=True keeps each variant's speed-up
+        paired intervals), each with its median ratio, a slower one with its gap in ms and
+        the part that grew most when that part is most of the gap; an empty group is left
+        out. headlines=True keeps each variant's speed-up
         over ref as a headline result."""
         groups = {"faster than": [], "tied with": [], "slower than": []}
         for name in self:
@@ -289,10 +290,15 @@ class Results(dict):
                     else "tied with"
                 )
                 grew = ""
-                if word == "slower than":  # with the part that grew most
+                if word == "slower than":  # the gap, and the part that grew most where
+                    gap = self[name].ms - self[ref].ms  # it alone is most of the gap
                     moved = self.moved(name, ref)
                     top = max(moved, key=moved.get, default=None)
-                    grew = f"; {top} {moved[top]:+.3f} ms" if top else ""
+                    grew = f", {gap:+.3f} ms"
+                    if top and 0.5 <= moved[top] / gap <= 1.5:
+                        grew += f"; {top} {moved[top]:+.3f} ms"
+                    elif top:
+                        grew += "; its parts cancel, see its comparison line"
                 groups[word].append(f"{name} ({mid:.2f}x{grew})")
                 if headlines:
                     _headline_ratio(f"{name} vs {ref}", mid, lo, hi)

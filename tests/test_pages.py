@@ -135,7 +135,7 @@ def test_against_groups_variants_by_their_intervals(tmp_path, monkeypatch):
     line = res.against("eager", "float32 eager", headlines=True)
     assert line == (
         "faster than float32 eager: fast (0.50x); tied with float32 eager: same "
-        "(1.00x); slower than float32 eager: slow (2.00x; matmul +2.000 ms)"
+        "(1.00x); slower than float32 eager: slow (2.00x, +2.000 ms; matmul +2.000 ms)"
     )
     del res["slow"]
     assert "slower" not in res.against("eager")
@@ -144,6 +144,8 @@ def test_against_groups_variants_by_their_intervals(tmp_path, monkeypatch):
     res["slow"] = measure.Row("slow", 4.0, 0.0, [4.0] * 9, 4.0, parts={"matmul": 4.0})
     res.against("eager", headlines=True)
     assert measure.HEADLINES["slow vs eager"] == [2.0, "x slower"]
+    res["slow"].parts = {"compiled code": 4.0, "matmul": 0.0}  # replaced, not grown
+    assert "slow (2.00x, +2.000 ms; its parts cancel" in res.against("eager")
 
 
 def test_a_slowdown_kept_as_a_speed_up_below_1_reads_as_slower():
