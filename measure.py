@@ -318,6 +318,12 @@ class Results(dict):
             f"{label}{name} vs {ref}: {r.ms:.3f} vs {r0.ms:.3f} ms ({gap:+.3f} ms; "
             f"{mid:.2f}x, {100 * conf:.0f} % interval {lo_}-{hi_}x)"
         )
+        if not lo <= r.ms / r0.ms <= hi:  # the windows' medians against their pairs
+            head += (
+                f" [the medians' ratio, {r.ms / r0.ms:.2f}x, is outside the paired "
+                "interval: the machine's speed changed between rounds; the verdict is the "
+                "interval's, and the parts below are sized by the medians]"
+            )
         if lo <= 1 <= hi:
             return f"{head}: a tie, the interval holds 1.00x"
         moved = self.moved(name, ref)

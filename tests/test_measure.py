@@ -123,6 +123,19 @@ def test_a_gap_whose_largest_parts_cancel_is_read_by_direction():
     assert "Parts that moved most: matmul -0.600 ms; small part 0 -0.040 ms" in line
 
 
+def test_medians_that_disagree_with_their_pairs_are_named():
+    """A slow stretch of the machine that hit one variant's windows more than the other's
+    moves its median but not the paired ratio: the line says the two disagree."""
+    results = measure.Results()
+    base = [1.0] * 9
+    results["a"] = measure.Row("a", 1.0, 0.1, base, 1.0, parts={"x": 1.0})
+    results["b"] = measure.Row("b", 1.4, 0.1, [1.05] * 9, 1.4, parts={"x": 1.4})
+    line = results.versus("b", "a")
+    assert "the medians' ratio, 1.40x, is outside the paired interval" in line
+    results["b"].ms = 1.05
+    assert "outside the paired" not in results.versus("b", "a")
+
+
 def test_a_row_profiled_faster_than_it_was_timed_is_called_unsteady(capsys):
     row = measure.Row("r", ms=1.0, spread=0.0, windows=[1.0], profiled_ms=0.8)
     assert row.check() == []  # not physics: the machine changed speed
