@@ -203,12 +203,9 @@ print(f"batch {batch}, sequence lengths {seq_lens}, features {features}, width {
 with captured_logs() as log:  # the default logging: warnings only
     found = torch._dynamo.explain(model)(x)
 print(f"graphs: {found.graph_count}, graph breaks: {found.graph_break_count}")
-rows = []
-for b in found.break_reasons:
-    frame = b.user_stack[-1]
-    reason = b.reason.splitlines()[0].split(". ")[0]  # its first sentence
-    rows.append([f"{Path(frame.filename).name}:{frame.lineno}", reason])
-print(tabulate(rows, headers=["where", "reason"], tablefmt="github"))
+for b in found.break_reasons:  # where, and the first sentence of the reason
+    where = f"{Path(b.user_stack[-1].filename).name}:{b.user_stack[-1].lineno}"
+    print(f"  {where}: {b.reason.splitlines()[0].split('. ')[0]}")
 assert found.graph_break_count >= 2
 
 # %%
@@ -260,8 +257,11 @@ except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as error:
 # * ``torch.compiler.disable`` on a function makes Dynamo call it as it is: still one
 #   break, but Dynamo no longer tries to trace (or compile) its inside;
 # * ``torch._dynamo.nonstrict_trace`` (``torch.compiler.nonstrict_trace`` in newer
-#   releases) on a *pure tensor function* that Dynamo cannot trace puts it into the graph
-#   anyway: AOTAutograd traces it with real tensor operations, so there is no break at all.
+#   releases) on a function that Dynamo cannot trace, taking and returning tensors (or
+#   other pytree values) and changing nothing else, puts it into the graph anyway as one
+#   opaque call: Dynamo does not trace its body, only runs it on *fake tensors* (shapes
+#   and dtypes, no data) to learn its outputs; AOTAutograd then traces inside it, also
+#   with fake tensors. There is no break at all.
 #
 # Here is the first tool on the model as written: we wrap its logger's ``debug`` (as you
 # would a library call you cannot edit) and count the breaks again.
@@ -479,19 +479,23 @@ assert counts["compiled, fixed"][0] == 0
 # column it gives. At least 85 %: the GPU is the bottleneck, and only less GPU work
 # (fusion, fewer bytes) helps. Below: the GPU idles for the rest of the step, waiting for
 # the CPU (Python, guard checks, kernel launches, an ``.item()`` that waits for the GPU),
-# and what helps is less CPU work per step: fewer graph breaks, larger batches, CUDA
-# graphs (``mode="reduce-overhead"``). On a CPU one device does everything: the step time
-# is all of it, and the table has no busy share. Compiling can then only shorten the
-# operators' own work (fused loops, fewer passes over memory), while every call adds work
-# of its own: Dynamo's guard checks and the wrappers that enter the compiled code
-# (AOTAutograd's, in the forward and again in the backward pass). On a small step the
-# two can be of the same size; the comparison lines and the parts below measure both.
+# and what helps is less CPU work per step; the parts below say which work grew. On a
+# CPU one device does everything: the step time is all of it, and the table has no busy
+# share. Compiling can then shorten the operators' own work (fused loops, fewer passes
+# over memory) and the Python and autograd work between them (one call and one autograd
+# node for a whole graph), while every call adds work of its own: Dynamo's guard checks
+# and the wrappers that enter the compiled code (AOTAutograd's, in the forward and again
+# in the backward pass). On a small step the two can be of the same size; the comparison
+# lines and the parts below measure both.
 #
 # Under the table, four comparisons: each compiled row against the eager row of its
 # model, and the fixed model against the model as written, eager and compiled. Each line
-# gives the paired ratio of the interleaved windows with its interval; an interval that
-# holds 1.00x is a tie, and otherwise the line names the parts of the step that moved
-# most.
+# gives the two medians and their difference, then the median ratio of windows timed
+# side by side, with its interval. On a noisy host the two readings can disagree
+# (medians far apart, paired windows close): the verdict is the interval's. An interval
+# that holds 1.00x is a tie; otherwise the line splits the medians' difference into the
+# parts that moved most. Where that difference and the paired ratio disagree, read the
+# parts as shares of the gap, not as its size.
 
 print(f"{device_name}, batch {batch}, sequence length {max(seq_lens)}, width {width}")
 headers = ["step", "graph breaks", "graphs compiled", *results.headers()]
@@ -525,14 +529,26 @@ plt.show()
 # autograd engine, and Python outside every operator.
 #
 # Under the table, each compiled step is read against the eager step of its model, in
-# the groups that compiling changes: the code Inductor generated (on a GPU, its
-# kernels), the work of entering it (guard checks and the wrappers around it, on the
-# CPU), the operators still run eagerly with the library kernels (matrix products), and
-# the rest of the host's work (Python, the autograd engine). On a GPU, the time it waited
-# joins the group of what the CPU was doing meanwhile.
-# On a CPU, compiling pays where the generated code takes less time than the eager
-# operators it replaces, by more than entering it costs on every call; on a GPU, where
-# the kernel time it saves is not turned into more waiting.
+# four groups: the code Inductor generated (on a GPU, its kernels), entering it (guard
+# checks and the wrappers around it, on the CPU), the eager operators with their library
+# kernels (matrix products), and the host's other work (Python, the autograd engine,
+# kernel launches and waits for the GPU). On a GPU, the time it waited joins the group of
+# what the CPU was doing meanwhile. On a CPU, compiling pays where what it removes (eager
+# operators, and host work between them) takes longer than what it adds (the generated
+# code, and entering it on every call); on a GPU, where the kernel time it saves is not
+# turned into more waiting.
+#
+# Each group that grew points to its own next step:
+#
+# * *entering it*: fewer graphs per step (fewer breaks), or more work per call (a larger
+#   batch);
+# * *generated code*: on a GPU, its waiting is the host running the Python that Inductor
+#   generated, which launches the kernels one at a time; CUDA graphs
+#   (``mode="reduce-overhead"``) replay them all in one launch. Its own time (on a CPU,
+#   or the GPU's compiled kernels) above that of the eager operators it replaced: read
+#   the code, ``inductor_output_code`` in the report below;
+# * *host work*: kernel launches (CUDA graphs again), waits for the GPU (an ``.item()``:
+#   keep the value on the device), Python and the autograd engine (more work per call).
 
 rows = list(results.values())
 parts = {p: [r.parts.get(p, 0.0) for r in rows] for r in rows for p in r.parts}
@@ -540,12 +556,12 @@ table = sorted(([p, *ms] for p, ms in parts.items()), key=lambda row: -max(row[1
 table.append(["step", *(r.ms for r in rows)])
 print("ms per step, by part (each column adds up to its step):")
 print(tabulate(table, ["part", *results], "github", ".3f"))
-GROUPS = {  # each part in the first group whose pattern matches the start of its name
+GROUPS = {  # a part joins the first group whose pattern matches the start of its name
     "generated code": r"(GPU: )?compiled (code|kernels)",
     "entering it (guards, wrappers)": r"guards|compiled-code entry",
-    "eager operators and library kernels": r"matmul|copies|eager operators|GPU: ",
-    "the rest (Python, autograd engine)": r"",
-}
+    "eager operators and library kernels": r"matmul|attention|optimizer|copies|eager operators|GPU: ",
+    "host work (Python, autograd, launches, syncs)": r"Python|autograd|kernel|sync",
+}  # a part that fits none stops the page: each name says all its group can hold
 
 
 def grouped(row):
@@ -606,35 +622,28 @@ print(f"profiler trace: {profile_trace} ({profile_trace.stat().st_size / 1e3:.0f
 # frame ``x``, compiled for the ``y``-th time; ``[x/y_1]`` is a second attempt after Dynamo
 # restarted its analysis, which is what a graph break inside a frame does. Below it,
 # *Failures and Restarts* lists every graph break with the same explanation as the log, and
-# each compile id links to its artifacts. ``compile_directory.json`` lists them; here are
-# the artifacts of the first few compile ids, by kind, without the numbers that order them,
-# the hash of ``inductor_output_code``, and a resume function's name before its bytecode.
-
-if (report / "compile_directory.json").is_file():
-    directory = json.loads((report / "compile_directory.json").read_text())
-    rows = []
-    for compile_id, entry in [e for e in directory.items() if e[1]["artifacts"]][:8]:
-        kinds = set()
-        for artifact in entry["artifacts"]:
-            kind = re.sub(r"_\d+$", "", Path(artifact["name"]).stem)  # the number
-            kind = re.sub(r"^(inductor_output_code)_\w+$", r"\1", kind)  # the hash
-            kind = re.sub(r"^torch_dynamo_resume_in_\w+_(\w+_BYTECODE)$", r"\1", kind)
-            kinds.add(kind.lower())
-        rows.append([compile_id, len(entry["artifacts"]), ", ".join(sorted(kinds)[:4])])
-    ids = sum(key != "[-/-]" for key in directory)  # [-/-]: what no compile id owns
-    print(f"{ids} compile ids, from one run: the model as written, compiled")
-    print(tabulate(rows, ["compile id", "artifacts", "kinds (first 4)"], "github"))
-
-# %%
-# The artifacts to open first:
+# each compile id links to its artifacts (``compile_directory.json`` lists them). The
+# artifacts to open first, counted below in this page's report:
 #
 # * ``dynamo_graph_break_reason``: the break, with the user stack that led to it;
 # * ``recompile_reasons``: the guard failure behind a ``[x/1]`` or later compile id;
-# * ``dynamo_output_graph``: the FX graph Dynamo captured (one per graph on this page);
+# * ``dynamo_output_graph``: the FX graph Dynamo captured;
 # * ``dynamo_cpp_guards_str``: the guards that graph is stored with;
-# * ``inductor_output_code``: the generated kernels and the Python that calls them;
-# * ``compilation_metrics``: the time each phase of that compilation took.
-#
+# * ``inductor_output_code``: the generated kernels and the Python that calls them (a
+#   graph that is trained through has two: forward and backward);
+# * ``compilation_metrics``: the time each phase of a compilation took.
+
+if (report / "compile_directory.json").is_file():
+    directory = json.loads((report / "compile_directory.json").read_text())
+    names = [a["name"] for entry in directory.values() for a in entry["artifacts"]]
+    ids = sum(key != "[-/-]" for key in directory)  # [-/-]: what no compile id owns
+    print(f"{ids} compile ids, from one run: the model as written, compiled")
+    kinds = "dynamo_graph_break_reason recompile_reasons dynamo_output_graph"
+    kinds += " dynamo_cpp_guards_str inductor_output_code compilation_metrics"
+    rows = [[kind, sum(n.startswith(kind) for n in names)] for kind in kinds.split()]
+    print(tabulate(rows, ["artifact", "files"], "github"))
+
+# %%
 # Wrong results: which layer changes the numbers?
 # -----------------------------------------------
 #
@@ -693,13 +702,13 @@ for backend, err in errors.items():
 # fixes replace a Python value that changes (a number read with ``.item()``, a float
 # argument, a shape) with tensor data or a declared dynamic dimension, and we asserted
 # each fix by counting breaks and graphs. How busy the GPU is over an unprofiled step
-# says whether better kernels can make a step faster at all, and on a CPU the generated
-# code's time against the eager operators it replaced and the cost of entering it says
-# what compiling bought; timing the fix eager as well as compiled keeps its effect apart
-# from compiling's, and a paired comparison says whether two rows differ and which parts
-# of the step moved. A ``TORCH_TRACE`` of one run and ``tlparse`` put that run's whole
-# compilation in one report, and a backend ablation against float64 tells round-off
-# from a bug.
+# says whether better kernels can make a step faster at all, and on a CPU what compiling
+# removed (eager operators, host work between them) against what it added (generated
+# code, entering it) says what it bought; timing the fix eager as well as compiled keeps
+# its effect apart from compiling's, a paired comparison says whether two rows differ,
+# and the parts that grew say what to try next. A ``TORCH_TRACE`` of one run and
+# ``tlparse`` put that run's whole compilation in one report, and a backend ablation
+# against float64 tells round-off from a bug.
 #
 # Further reading
 # ---------------

@@ -18,8 +18,9 @@ Your own Triton kernel under torch.compile: a custom operator, measured against 
          ``torch.library.custom_op`` (a black box), each with a fake implementation for
          dynamic shapes, an autograd formula, and ``torch.library.opcheck``
        * How to measure a hand kernel against the kernel Inductor generates from the same
-         PyTorch code, fairly (both tuned, both launched from a compiled graph): percent of
-         the copy roofline, the GPU's busy share, and the parts of a gap
+         PyTorch code, fairly (both tuned, both launched from a compiled graph):
+         percent of the copy roofline for the kernels alone and for the whole step, the
+         GPU's busy share, and the parts of a gap
        * How to check a Triton kernel on a CPU with Triton's interpreter
 
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
@@ -113,7 +114,6 @@ else:
     tokens, width, depth = 256, 128, 2
 tag = "" if device == "cuda" else " (PyTorch body)"  # what a CPU runs in the operators
 print(f"torch {torch.__version__}, triton {triton.__version__} on {device_name}")
-print(f"operator (rows, width): {shapes}; model: {tokens}x{width}, {depth} blocks")
 
 # %%
 # Measuring
@@ -133,12 +133,11 @@ def fwd_bwd(fn, args, inputs, grads):
     return lambda: torch.autograd.grad(fn(*args), inputs, grads)
 
 
-def read(label, timed, roofline_ms=None):
+def read(label, timed):
     """Print the fastest row, its bound and largest part; each row against the one above."""
     best = min(timed.values(), key=lambda row: row.ms)
     part, ms = max(best.parts.items(), key=lambda kv: kv[1])
-    how = f"{100 * roofline_ms / best.ms:.0f} % of roofline, " if roofline_ms else ""
-    how += f"GPU busy {best.busy:.0f} %: {best.bound}-bound, " if best.bound else ""
+    how = f"GPU busy {best.busy:.0f} %: {best.bound}-bound, " if best.bound else ""
     print(f"{label}: fastest {best.name!r} ({how}largest part {part}: {ms:.3f} ms)")
     for name, above in zip(list(timed)[1:], timed):
         print(timed.versus(name, above, f"{label}: "))
@@ -211,10 +210,8 @@ def add_rmsnorm_fwd_kernel(x_ptr, res_ptr, w_ptr, y_ptr, h_ptr, N, eps, BLOCK: t
 
 @triton.autotune(configs=TUNE, key=["N"])
 @triton.jit
-def add_rmsnorm_bwd_kernel(
-    dy_ptr, dh_ptr, h_ptr, w_ptr, dx_ptr, dw_ptr, M, N, eps,
-    ROWS: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
+def add_rmsnorm_bwd_kernel(dy_ptr, dh_ptr, h_ptr, w_ptr, dx_ptr, dw_ptr, M, N, eps,
+                           ROWS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
     pid = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     w = tl.load(w_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
@@ -322,38 +319,39 @@ else:  # a fresh process, the interpreter on, given this page's functions as sou
 # (``device_types`` would limit it to some); the schema is written out, as it leaves
 # ``wrap`` out. ``register_kernel("cpu")`` replaces the body on the CPU with the PyTorch
 # code, and ``register_fake`` gives the output shapes, computed from the inputs' shapes,
-# so a batch size that ``torch.compile`` treats as symbolic flows through. Each
-# registration also needs a backward operator of the same kind.
+# so a batch size that ``torch.compile`` treats as symbolic flows through: the forward's
+# allocates empty outputs; the backward's is the PyTorch reference, which on fake tensors
+# computes shapes only, as the ``triton_op``'s body does. Each registration also needs a
+# backward operator of the same kind.
+
+
+Pair = tuple[Tensor, Tensor]  # what both operators return
 
 
 @triton_op("kern::add_rmsnorm", mutates_args=())
-def add_rmsnorm(x: Tensor, res: Tensor, w: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+def add_rmsnorm(x: Tensor, res: Tensor, w: Tensor, eps: float) -> Pair:
     if x.device.type == "cpu":
         return add_rmsnorm_ref(x, res, w, eps)
     return triton_fwd(x, res, w, eps, wrap=wrap_triton)
 
 
 @triton_op("kern::add_rmsnorm_bwd", mutates_args=())
-def add_rmsnorm_bwd(
-    dy: Tensor, dh: Tensor, h: Tensor, w: Tensor, eps: float
-) -> tuple[Tensor, Tensor]:
+def add_rmsnorm_bwd(dy: Tensor, dh: Tensor, h: Tensor, w: Tensor, eps: float) -> Pair:
     if h.device.type == "cpu":
         return add_rmsnorm_ref_bwd(dy, dh, h, w, eps)
     return triton_bwd(dy, dh, h, w, eps, wrap=wrap_triton)
 
 
-two = "-> (Tensor, Tensor)"  # the schemas, written out: they leave `wrap` out
-fwd_schema = f"(Tensor x, Tensor res, Tensor w, float eps) {two}"
-bwd_schema = f"(Tensor dy, Tensor dh, Tensor h, Tensor w, float eps) {two}"
+# the schemas, written out: they leave `wrap` out
+fwd_schema = "(Tensor x, Tensor res, Tensor w, float eps) -> (Tensor, Tensor)"
+bwd_schema = "(Tensor dy, Tensor dh, Tensor h, Tensor w, float eps) -> (Tensor, Tensor)"
 custom_op = partial(torch.library.custom_op, mutates_args=())
 opaque = custom_op("kern::add_rmsnorm_opaque", triton_fwd, schema=fwd_schema)
 opaque_bwd = custom_op("kern::add_rmsnorm_opaque_bwd", triton_bwd, schema=bwd_schema)
 opaque.register_kernel("cpu")(add_rmsnorm_ref)
 opaque_bwd.register_kernel("cpu")(add_rmsnorm_ref_bwd)
 opaque.register_fake(lambda x, res, w, eps: (torch.empty_like(x), torch.empty_like(x)))
-_ = opaque_bwd.register_fake(  # `_ =`: a notebook would print the function it returns
-    lambda dy, dh, h, w, eps: (torch.empty_like(h), torch.empty_like(w))
-)
+_ = opaque_bwd.register_fake(add_rmsnorm_ref_bwd)  # `_ =`: a notebook would print it
 
 # %%
 # The autograd formula is shared: ``setup_context`` saves ``h`` (an output) and the
@@ -405,11 +403,10 @@ with torch.no_grad():
         compiled = torch.compile(partial(op, eps=EPS))
         code = "\n".join(run_and_get_code(compiled, x, res, w)[1])
         black_box = f"torch.ops.{qualname.replace('::', '.')}." in code
-        print(
-            f"{qualname}: generated code calls the operator as a black box: {black_box}; "
-            f"contains add_rmsnorm_fwd_kernel: {'add_rmsnorm_fwd_kernel' in code}"
-        )
+        kernel = "add_rmsnorm_fwd_kernel" in code
+        print(f"{qualname}: a black-box call {black_box}; launches the kernel {kernel}")
         assert black_box == (op is opaque)
+        assert kernel == (op is add_rmsnorm and device == "cuda")
 
 # %%
 # A model compiled around the operator
@@ -422,7 +419,8 @@ with torch.no_grad():
 # ``fullgraph=True`` turns any graph break into an error, and the page also checks
 # Dynamo's counters: one graph, no break. The batch is marked dynamic and a second,
 # smaller batch must run the same graph: that is the fake implementations at work, with a
-# symbolic row count.
+# symbolic row count. Each model's error is the largest difference from a float64 run,
+# over its output and every gradient, relative to that tensor's largest value.
 
 
 class Net(nn.Module):
@@ -474,8 +472,7 @@ for name, net in variants.items():
     rows.append([name, err.item()])
     model_steps[name] = fwd_bwd(model, (inp,), list(net.parameters()), (ones,))
     assert err <= 4 * rows[0][1] + 1e-5, f"{name}: differs from float64"  # row 0: eager
-print("Largest error against float64 (output and every gradient), relative to its max")
-print(tabulate(rows, ["model", "error"], "github", ".2e"))
+print(tabulate(rows, ["model", "largest relative error vs float64"], "github", ".2e"))
 
 # %%
 # Measuring the operator alone
@@ -488,16 +485,19 @@ print(tabulate(rows, ["model", "error"], "github", ".2e"))
 # hand kernels) and the ``custom_op`` (Inductor calls the black box through the
 # dispatcher, which launches the same kernels); on a CPU the operators run their PyTorch
 # bodies, and their rows say so. On a GPU the warm-up also tunes both kinds of kernel,
-# and the page then calls the launchers eagerly once, so that Triton's own tuner prints
+# and the page then calls the launchers eagerly once, so that Triton's own tuner names
 # the number of warps it keeps at that width.
 #
 # The roofline: forward and backward together must read ``x``, ``residual``, ``dy``,
 # ``dh_out`` and ``h`` and write ``y``, ``h`` and the input gradient, eight passes over a
 # rows x width float32 tensor; the roofline time is those bytes at the speed of a large
-# on-device copy, which the core measures.
+# on-device copy, which the core measures. The table sets it against two times. The
+# **step** column divides it by the whole step (on a GPU, the time the GPU spent waiting
+# for the host included). On a GPU the **kernels alone** column divides it by the busy
+# time, the kernels' own time per step (every kernel of the step, the small sum that
+# finishes the weight's gradient too), so it rates the kernels whatever the host did.
 
 bytes_per_ms, _ = measure.copy_bandwidth(device)
-print(f"copy bandwidth: {bytes_per_ms / 1e6:.0f} GB/s")
 
 static = partial(torch.compile, dynamic=False)
 op_rows = {  # a lambda each: no compiled function shares a code object and its cache
@@ -506,67 +506,64 @@ op_rows = {  # a lambda each: no compiled function shares a code object and its 
     f"triton_op{tag}, compiled": static(lambda *a: add_rmsnorm(*a)),
     f"custom_op{tag}, compiled": static(lambda *a: opaque(*a)),
 }
-print(f"Operator alone, forward and backward, float32, {device_name}")
-chart = {}  # row -> % of copy roofline: the whole step; on a GPU, its kernels alone too
+kinds = ["step, % of roofline"] + ["kernels alone, % of roofline"] * (device == "cuda")
+print(f"Operator alone, float32, {device_name}; copy: {bytes_per_ms / 1e6:.0f} GB/s")
+chart = {}  # row -> its kinds of % of the copy roofline
 for M, N in shapes:
     x, res, dy, dh = (torch.randn(M, N, device=device) for _ in range(4))
     w = torch.rand(N, device=device, requires_grad=True)
     args, shape = (x.requires_grad_(), res.requires_grad_(), w, EPS), f"{M}x{N}"
     steps = {k: fwd_bwd(f, args, args[:3], (dy, dh)) for k, f in op_rows.items()}
-    roofline_ms = 8 * x.nbytes / bytes_per_ms
-    timed = measure.compare(steps, device, roofline_ms=roofline_ms)  # warm-up compiles
-    pct = {k: [100 * roofline_ms / t for t in (r.ms, r.busy_ms) if t] for k, r in timed.items()}  # fmt: skip
-    headers = ["shape", "operator", *timed.headers(), "step, % of copy roofline"]
-    headers += ["kernels alone, % of it"] * (device == "cuda")
+    roof = 8 * x.nbytes / bytes_per_ms  # the roofline time, ms
+    timed = measure.compare(steps, device, roofline_ms=roof)  # warm-up compiles
+    pct = {
+        k: [100 * roof / t for t in (r.ms, r.busy_ms) if t] for k, r in timed.items()
+    }
+    headers = ["shape", "operator", *timed.headers(), *kinds]
     rows = [[shape, k, *timed.cells(k), *pct[k]] for k in timed]
     print(tabulate(rows, headers, "github", ["", "", *timed.formats(), ".0f", ".0f"]))
-    read(shape, timed, roofline_ms)
+    read(shape, timed)
     if device == "cuda":  # Triton's own tuner, called eagerly, on the same configs
         triton_bwd(dy, dh, triton_fwd(x, res, w, EPS)[1], w, EPS)
         kept = [kernel.best_config.num_warps for kernel in kernels]
-        print(f"{shape}: of num_warps {WARPS}, Triton's tuner keeps {kept} (fwd, bwd)")
         hand, ind = timed["triton_op, compiled"], timed["PyTorch, compiled"]
         print(
-            f"{shape}, hand kernels vs Inductor's, in two parts. The kernels alone: "
-            f"{pct[hand.name][1]:.0f} vs {pct[ind.name][1]:.0f} % of copy roofline "
-            f"({hand.busy_ms:.3f} vs {ind.busy_ms:.3f} ms per step). The launch paths: "
-            f"the GPU waited {hand.ms - hand.busy_ms:.3f} vs "
-            f"{ind.ms - ind.busy_ms:.3f} ms per step for the host."
+            f"{shape}, hand kernels (Triton's tuner: num_warps {kept}, fwd/bwd) vs "
+            f"Inductor's, in two parts. Kernels alone: {pct[hand.name][1]:.0f} vs "
+            f"{pct[ind.name][1]:.0f} % of copy roofline. Launch paths: the GPU waited "
+            f"{hand.ms - hand.busy_ms:.3f} vs {ind.ms - ind.busy_ms:.3f} ms per step."
         )
     chart |= {f"{shape}: {k}": v for k, v in pct.items()}
-# the largest shape's, for the site's records; on a CPU the operators run PyTorch code
-heads = {"Inductor, whole step": pct["PyTorch, compiled"][0]}
-if device == "cuda":
-    heads["Inductor's kernels alone"] = pct["PyTorch, compiled"][1]
-    heads["hand kernels alone (triton_op)"] = pct["triton_op, compiled"][1]
-for label, value in heads.items():
-    measure.headline(f"{label}, % of copy roofline (largest shape)", value, "%")
+for k in ["PyTorch, compiled"] + ["triton_op, compiled"] * (device == "cuda"):
+    for what, value in zip(kinds, pct[k]):  # on a CPU the operators run PyTorch code
+        measure.headline(f"{k}: {what} (largest shape)", value, "%")
 
 fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
-kinds = ["whole step"] + ["kernels alone (GPU busy time)"] * (device == "cuda")
 for i, kind in enumerate(kinds):  # the kernels' bars thinner, over the steps'
-    ax.barh(
-        list(chart), [v[i] for v in chart.values()], height=0.8 - 0.4 * i, label=kind
-    )
+    ax.barh(list(chart), [v[i] for v in chart.values()], 0.8 - 0.4 * i, label=kind)
 ax.invert_yaxis()
-ax.legend(loc="lower right", fontsize="small")
-ax.set_xlabel("% of the copy roofline, forward + backward (higher is better)")
-ax.set_title(f"Add + RMSNorm alone, float32, {device_name}")
+fig.legend(loc="outside lower center", ncols=2, fontsize="small")
+ax.set_title(f"Add + RMSNorm alone, forward + backward, float32\n{device_name}")
 plt.show()
 
 # %%
-# How to read it: the **% of copy roofline** column, drawn in the chart, says how close
-# each row comes to moving its eight passes at copy speed, and on a GPU the busy share
-# says who sets the pace. Where the busy share is high, the rows differ in their kernels:
-# eager PyTorch writes and rereads every intermediate, and the compiled rows set the hand
-# kernels against Inductor's, tuned and launched alike. Where it is low, the GPU waits
-# for the host (autograd, the compiled graph's entry, the launches) and the table
-# compares launch paths: eager's many kernels, Inductor's generated launcher, and the
-# dispatcher's call of the black box. A small shape fits in the caches, so it can pass
-# the roofline of a copy measured far out of cache. Under each table, one line names the
-# fastest row, what bounds it and its largest part; then each row is compared with the
-# row above it, from paired windows, with the parts of the step that moved most. On a
-# GPU the ``triton_op`` line is the verdict on the hand kernels against Inductor's.
+# How to read it: the step column, drawn as the wide bars, says how close a whole step
+# comes to moving its eight passes at copy speed; on a GPU the kernels-alone column, the
+# thin bars, says how close its kernels come. What lies between the two is time the GPU
+# waited for the host (autograd, the compiled graph's entry, the launches): the step
+# column mixes the kernels with the path that launches them, and the kernels-alone
+# column keeps them apart. So a row can read CPU-bound (the core's word for a step less
+# than 85 % busy) while its kernels run near copy speed: the bound says where the step's
+# time went, not how good its kernels are. Eager PyTorch writes and rereads every
+# intermediate; on a GPU the compiled rows set the hand kernels against Inductor's,
+# tuned and launched alike, and the ``custom_op`` row runs the same hand kernels behind
+# the dispatcher's call of the black box. A small shape fits in the caches, so it can
+# pass the roofline of a copy measured far out of cache. Under each table, one line names
+# the fastest row, what bounds it and its largest part; then each row is compared with
+# the row above it, from paired windows, with the change in GPU busy time, the change in
+# waiting and the parts that moved most. On a GPU a last line takes the hand kernels
+# against Inductor's in those two parts: the kernels alone, in percent of the roofline,
+# and the launch paths, as the time the GPU waited per step.
 #
 # Measuring the model
 # -------------------
@@ -595,8 +592,10 @@ read("training step", timed)
 # for shapes, an autograd formula and an ``opcheck``, and then a model compiles around
 # either with ``fullgraph=True`` and a dynamic batch. Whether the hand kernel is worth it
 # is a measurement: against Inductor's kernel for the same PyTorch code, both tuned and
-# both launched from a compiled graph, in percent of the copy roofline, and inside the
-# model, where the operator also stops Inductor from fusing its neighbours into it.
+# both launched from a compiled graph, in percent of the copy roofline for the kernels
+# alone and for the whole step (the difference is the path that launches them), and
+# inside the model, where the operator also stops Inductor from fusing its neighbours
+# into it.
 #
 # Further reading
 # ---------------

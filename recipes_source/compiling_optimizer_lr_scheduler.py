@@ -48,6 +48,7 @@ import functools
 import logging
 import os
 import re
+from unittest import mock
 
 # torch.profiler's tracing library (Kineto), which the timings below use, logs each
 # start and stop: level 6 quiets it.
@@ -167,14 +168,22 @@ class RecompileLog(logging.Handler):
 # ``capturable=True`` in each param group whose parameters are on a GPU and have no
 # state yet (the ``capturable`` column shows the flag after the run), and on any device
 # ``_get_value`` keeps the tensor while compiling. The bias correction
-# :math:`1 - \beta_2^t` is then computed in float32; with :math:`\beta_2 = 0.999` it
-# subtracts two nearly equal numbers and keeps about four significant digits. Eager Adam
-# with ``capturable=False`` reads the count as a Python float, in double precision. Two
-# more runs separate the causes: eager with ``capturable=True`` (on a GPU only: eager's
-# capturable path refuses CPU tensors), and ``backend="aot_eager"``, which runs the
-# program that Dynamo and AOTAutograd traced operator by operator, without Inductor's
-# kernels. The lines under the table say how much of the compiled run's extra error each
-# one reproduces.
+# :math:`1 - \beta_2^t` is then computed in float32. With :math:`\beta_2 = 0.999` it is
+# about :math:`t/1000`, so an error in :math:`\beta_2^t` grows a thousandfold relative
+# to it: float32 stores 0.999 as 0.99900001287, which makes :math:`\beta_2^t` about
+# :math:`1.3 \cdot 10^{-8}\,t` too large, and one float32 step near 1
+# (:math:`6 \cdot 10^{-8}`) in the computed power moves the correction by
+# :math:`6 \cdot 10^{-5}/t`. Eager Adam with ``capturable=False`` computes it from a
+# Python float, in double precision.
+#
+# More runs separate the causes: ``backend="aot_eager"`` runs the program that Dynamo
+# and AOTAutograd traced operator by operator, without Inductor's kernels; on a GPU
+# (eager's capturable path refuses CPU tensors), eager Adam with ``capturable=True``
+# runs once as it is and once with ``torch._foreach_pow``, which it calls for
+# :math:`\beta_1^t` and :math:`\beta_2^t`, replaced by the power that Inductor
+# compiles. The line under the table compares that power with eager's, step by step,
+# in float32 steps: a negative step makes :math:`\beta_2^t` smaller, against the rounding
+# of 0.999, which makes it too large.
 
 cold = measure.cold_compile(train, device=device)
 compiled = cold.result
@@ -183,17 +192,34 @@ exact = train(float, backend=None, dtype=torch.float64)
 torch.testing.assert_close(compiled["lr"], exact["lr"], rtol=1e-5, atol=0.0)
 runs = {"eager": train(backend=None), "compiled": compiled}
 runs["compiled, aot_eager"] = train(backend="aot_eager")
+pow_c = torch.compile(lambda base, t: base**t, dynamic=False)  # Inductor's power
 if device == "cuda":
     runs["eager, capturable=True"] = train(backend=None, cap=True)
+    with mock.patch("torch._foreach_pow", lambda b, s: [pow_c(b, t) for t in s]):
+        runs["eager, capturable=True, compiled pow"] = train(backend=None, cap=True)
 ref = flat(exact["params"])  # all parameters in one vector (float32 - float64: float64)
 err = {k: float((flat(r["params"]) - ref).norm() / ref.norm()) for k, r in runs.items()}
 rows = [[k, r["capturable"], err[k], err[k] / err["eager"]] for k, r in runs.items()]
 headers = ["Adam, 12 steps", "capturable", "error to float64", "x eager's"]
 print(tabulate(rows, headers, "github", ".3g"))
-extra = err["compiled"] - err["eager"]
-for name in list(runs)[2:]:  # how much of compiled's extra error each run reproduces
-    share = f"{100 * (err[name] - err['eager']) / extra:.0f} %" if extra > 0 else "-"
-    print(f"{name}: {share} of compiled's extra error over eager ({extra:+.2e})")
+ts = list(torch.arange(1.0, N_STEPS + 1, device=device))  # 0-dim counts, as in Adam
+eager = torch._foreach_pow(0.999, ts)
+apart = [round((pow_c(0.999, t) - e).item() * 2**24) for t, e in zip(ts, eager)]
+print(f"0.999**t, t = 1..{N_STEPS}: compiled minus eager, in float32 steps: {apart}")
+ratio = err["compiled"] / err["compiled, aot_eager"]
+swap = err.get("eager, capturable=True, compiled pow", 0.0) / err["compiled"]
+reading = (
+    "they agree"
+    if abs(ratio - 1) < 0.05
+    else "eager Adam given the compiled powers matches it: they make the difference"
+    if abs(swap - 1) < 0.05
+    else "a surprise that the compiled powers alone do not reproduce (only a GPU "
+    "tests them); comparing each intermediate of the fused kernel with eager's would "
+    "locate its cause"
+)
+print(
+    f"compiled's error: {ratio:.2f}x aot_eager's (the same traced program); {reading}"
+)
 assert err["compiled"] <= 3 * err["compiled, aot_eager"] + 1e-7, err
 
 # %%
@@ -226,12 +252,9 @@ print("\n".join("    " + line for line in log.lines))
 
 
 limit, rows = torch._dynamo.config.recompile_limit, []
-for name, lr_type, run in [
-    ("float lr", float, float_lr),
-    ("tensor lr", tensor, compiled),
-]:
+for name, kind, run in [("float lr", float, float_lr), ("tensor lr", tensor, compiled)]:
     with RecompileLog() as log:
-        static = train(lr_type, backend="eager", dynamic=False)["graphs"][-1]
+        static = train(kind, backend="eager", dynamic=False)["graphs"][-1]
     hit_limit = any("hit config.recompile_limit" in line for line in log.lines)
     rows.append([name, run["graphs"][-1], static, "yes" if hit_limit else "no"])
 assert rows[0][1] > 1 and rows[0][2] == limit and rows[0][3] == "yes", rows  # float
@@ -248,35 +271,54 @@ print(tabulate(rows, ["setup", "default", "dynamic=False", "hit limit"], "github
 # for importing Inductor). The table times ``opt.step()`` in the steady state, each
 # variant on an optimizer of its own, since compiling sets ``capturable`` in the
 # optimizer it compiles. Timings come from the site's measurement core
-# (:ref:`measuring_recipe` explains it). Eager Adam with a tensor learning rate and
-# ``capturable=False`` runs its for-loop implementation (``foreach`` refuses a tensor
-# learning rate unless capturable): a few small kernels per parameter; with
-# ``capturable=True`` it takes the ``foreach`` path. The lines under the table compare
-# the compiled step with each eager one.
+# (:ref:`measuring_recipe` explains it). The reference is what a script without
+# ``torch.compile`` runs: a float learning rate and Adam's default implementation
+# (``foreach`` on a GPU, one parameter at a time on a CPU). Eager Adam with a tensor
+# learning rate and ``capturable=False`` runs the for-loop implementation
+# (``foreach`` refuses a tensor learning rate unless capturable): a few small kernels
+# per parameter.
+#
+# The **roofline** is the time a step's 28 bytes per parameter take at the speed of a
+# large on-device copy (``measure.copy_bandwidth``): Adam reads the parameter, its
+# gradient and two moments (4 bytes each in float32) and writes back all but the
+# gradient. Each row is checked against it, and the last column is the roofline's share
+# of the step.
 
-model = make_model()
-params = list(model.parameters())
+params = list(make_model().parameters())
 for p in params:
     p.grad = torch.randn_like(p)
 steps = {
     "compiled": torch.compile(torch.optim.Adam(params, lr=tensor(0.01)).step),
-    "eager": torch.optim.Adam(params, lr=tensor(0.01)).step,
+    "eager, float lr": torch.optim.Adam(params, lr=0.01).step,
+    "eager, tensor lr": torch.optim.Adam(params, lr=tensor(0.01)).step,
 }
-if device == "cuda":  # eager's capturable path needs a GPU
-    capturable = torch.optim.Adam(params, lr=tensor(0.01), capturable=True)
-    steps["eager, capturable=True"] = capturable.step
 for step in steps.values():
     step()  # compiles the compiled step; creates each optimizer's state
-res = measure.compare(steps, device)
+bytes_per_ms, _ = measure.copy_bandwidth(device)
+n = sum(p.numel() for p in params)
+roofline_ms = 28 * n / bytes_per_ms
+res = measure.compare(steps, device, roofline_ms=roofline_ms)
+graphs = f"{cold.graphs} graph{'s' * (cold.graphs != 1)}"
 print(
     f"the run above from an empty cache: {cold.seconds:.2f} s for {N_STEPS} steps, of "
-    f"which compiling: {cold.compiling:.2f} s ({cold.graphs} graphs)"
+    f"which compiling: {cold.compiling:.2f} s ({graphs})"
 )
-print(f"Adam step, steady state; {device_name}, torch {torch.__version__}")
-rows = [[name, *res.cells(name)] for name in res]
-print(tabulate(rows, ["variant", *res.headers()], "github", ["", *res.formats()]))
-for ref in list(res)[1:]:
-    print(res.versus("compiled", ref, headline_as=f"compiled vs {ref}"))
+print(
+    f"Adam step, steady state; {device_name}, torch {torch.__version__}; roofline: "
+    f"{n:,} parameters x 28 bytes at {bytes_per_ms / 1e6:.0f} GB/s = "
+    f"{roofline_ms:.3f} ms"
+)
+rows = [[name, *res.cells(name), 100 * roofline_ms / res[name].ms] for name in res]
+headers = ["variant", *res.headers(), "% of roofline"]
+print(tabulate(rows, headers, "github", ["", *res.formats(), ".1f"]))
+c = res["compiled"]
+measure.headline("compiled, % of copy roofline", 100 * roofline_ms / c.ms, "%")
+if c.busy_ms is not None:  # on a GPU: how fast its kernels move the bytes
+    print(f"compiled's kernels: {100 * roofline_ms / c.busy_ms:.0f} % of copy speed")
+print(
+    res.versus("compiled", "eager, float lr", headline_as="compiled vs eager, float lr")
+)
+print(res.versus("compiled", "eager, tensor lr"))
 
 fig, ax = plt.subplots(figsize=(6, 2))
 ax.barh(list(res), [r.ms for r in res.values()], xerr=[r.spread for r in res.values()])
@@ -357,7 +399,9 @@ assert one_cycle["graphs"][-1] > 1
 # learning rate, which schedulers fill in place, compiles once and follows eager's
 # schedule; under a CUDA graph it is the only way a replay sees a new rate at all.
 # Compiled Adam reads its step count as a float32 tensor (``capturable`` on a GPU), so
-# its bias correction is float32 where eager's is double: the error table measures it.
+# its bias correction is float32 where eager's is double: the error table measures it,
+# and the lines under it test whether the compiled :math:`\beta^t` alone explains how
+# the compiled run's error differs from the traced program's.
 #
 # Further reading
 # ---------------
