@@ -69,6 +69,12 @@ CPU_FAMILIES = [
     ("compiled-code entry", r"Torch-Compiled Region|CompiledFunction|AOTDispatcher"),
     ("kernel launches", r"LaunchKernel|GraphLaunch|MemcpyAsync|MemsetAsync|cuLaunch"),
     ("synchronize", r"Synchronize|cudaEventQuery|cudaStreamWait"),
+    # FSDP2's ranges named after a collective, or waiting for one, are communication (the
+    # wait for the other rank included); its other ranges are its hooks' own work
+    (
+        "communication",
+        r"^FSDP::(all_gather\b|post_backward_reduce|post_backward_rs_wait)",
+    ),
     ("FSDP2 hooks", r"^FSDP::"),
     ("communication", r"nccl|c10d|gloo|all_reduce|allreduce|reduce_scatter|all_gather"),
     ("attention", r"scaled_dot_product|flash|efficient_attention"),
@@ -221,7 +227,9 @@ class Row:
         for name, ms in self.parts.items():
             if abs(ms) > self.ms * (1 + BUSY_TOLERANCE / 100):
                 failures.append(f"part {name} {ms:.3f} ms is longer than the step")
-        if self.stretch < 1 - BUSY_TOLERANCE / 100:  # the profiler only adds work
+        said = getattr(self, "_said_unsteady", False)  # said once per row
+        if self.stretch < 1 - BUSY_TOLERANCE / 100 and not said:  # the profiler only
+            self._said_unsteady = True  # adds work: the machine changed speed
             print(
                 f"Unsteady, {self.name}: its profiled steps ran faster than its timed ones "
                 f"(stretch {self.stretch:.2f}), so the machine's speed changed between "
@@ -298,7 +306,7 @@ class Results(dict):
                     if top and 0.5 <= moved[top] / gap <= 1.5:
                         grew += f"; {top} {moved[top]:+.3f} ms"
                     elif top:
-                        grew += "; its parts cancel, see its comparison line"
+                        grew += f"; interval {lo:.2f}-{hi:.2f}x, its parts cancel"
                 groups[word].append(f"{name} ({mid:.2f}x{grew})")
                 if headlines:
                     _headline_ratio(f"{name} vs {ref}", mid, lo, hi)

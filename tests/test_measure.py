@@ -56,6 +56,20 @@ def test_nested_events_split_into_their_own_time():
 @pytest.mark.parametrize(
     "name, family",
     [
+        ("FSDP::post_backward_rs_wait (layers.0)", "communication"),
+        ("FSDP::all_gather (layers.0)", "communication"),
+        ("FSDP::post_backward_reduce", "communication"),
+        ("FSDP::all_gather_copy_out (layers.0)", "FSDP2 hooks"),
+        ("FSDP::pre_forward (layers.0)", "FSDP2 hooks"),
+    ],
+)
+def test_fsdp2_ranges_named_after_a_collective_are_communication(name, family):
+    assert measure._family(name, measure.CPU_FAMILIES, measure.PYTHON) == family
+
+
+@pytest.mark.parametrize(
+    "name, family",
+    [
         ("triton_per_fused_add_mean_mul_pow_rsqrt_0", "compiled kernels"),
         ("add_rmsnorm_fwd_kernel", "hand-written kernels"),
         (
@@ -140,6 +154,8 @@ def test_a_row_profiled_faster_than_it_was_timed_is_called_unsteady(capsys):
     row = measure.Row("r", ms=1.0, spread=0.0, windows=[1.0], profiled_ms=0.8)
     assert row.check() == []  # not physics: the machine changed speed
     assert "Unsteady, r: its profiled steps ran faster" in capsys.readouterr().out
+    row.check()  # a page that checks a row again: said once
+    assert capsys.readouterr().out == ""
     row.profiled_ms = 1.2
     row.check()
     assert capsys.readouterr().out == ""

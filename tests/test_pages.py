@@ -145,7 +145,10 @@ def test_against_groups_variants_by_their_intervals(tmp_path, monkeypatch):
     res.against("eager", headlines=True)
     assert measure.HEADLINES["slow vs eager"] == [2.0, "x slower"]
     res["slow"].parts = {"compiled code": 4.0, "matmul": 0.0}  # replaced, not grown
-    assert "slow (2.00x, +2.000 ms; its parts cancel" in res.against("eager")
+    assert (
+        "slow (2.00x, +2.000 ms; interval 2.00-2.00x, its parts cancel"
+        in res.against("eager")
+    )
 
 
 def test_a_slowdown_kept_as_a_speed_up_below_1_reads_as_slower():
