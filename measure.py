@@ -198,6 +198,7 @@ class Row:
     kernels: dict = field(
         default_factory=dict
     )  # GPU: kernel family -> kernels per step
+    said_unsteady: bool = field(default=False, repr=False, compare=False)
 
     @property
     def busy(self):
@@ -227,9 +228,10 @@ class Row:
         for name, ms in self.parts.items():
             if abs(ms) > self.ms * (1 + BUSY_TOLERANCE / 100):
                 failures.append(f"part {name} {ms:.3f} ms is longer than the step")
-        said = getattr(self, "_said_unsteady", False)  # said once per row
-        if self.stretch < 1 - BUSY_TOLERANCE / 100 and not said:  # the profiler only
-            self._said_unsteady = True  # adds work: the machine changed speed
+        # the profiler only adds work: a row profiled faster was timed on a machine
+        # whose speed changed. Said once per row (a page may check a row again).
+        if self.stretch < 1 - BUSY_TOLERANCE / 100 and not self.said_unsteady:
+            self.said_unsteady = True
             print(
                 f"Unsteady, {self.name}: its profiled steps ran faster than its timed ones "
                 f"(stretch {self.stretch:.2f}), so the machine's speed changed between "

@@ -156,6 +156,7 @@ def test_a_row_profiled_faster_than_it_was_timed_is_called_unsteady(capsys):
     assert "Unsteady, r: its profiled steps ran faster" in capsys.readouterr().out
     row.check()  # a page that checks a row again: said once
     assert capsys.readouterr().out == ""
+    assert measure.Row(**vars(row)).said_unsteady  # a row sent between processes
     row.profiled_ms = 1.2
     row.check()
     assert capsys.readouterr().out == ""
