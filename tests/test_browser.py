@@ -47,7 +47,6 @@ ALLOWED_THIRD_PARTY = ("https://cdn.jsdelivr.net/npm/mathjax@",)
 AXE = ROOT / "tests" / "node_modules" / "axe-core" / "axe.min.js"
 # The axe-core impacts that fail the test ("minor" and "moderate" are reported only).
 AXE_FAILING_IMPACTS = ("serious", "critical")
-AXE_THREADS = 2  # threads that run the axe checks, each with its own Chromium
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -449,7 +448,7 @@ def axe_problems(browser, base, axe_source, path, mode):
 @pytest.fixture(scope="module")
 def axe_runs(built_site):
     """{(page, mode): future of its problems}: every page checked by axe-core in both
-    modes, in threads with their own Chromium and server that start with this
+    modes, in a thread with its own Chromium and its own server that starts with this
     module's first test of the built site, so that the checks run while the other browser
     tests do (they leave much of a 2-core CPU idle). Without axe-core or Chromium: nothing
     to run (the tests that need them skip or fail in their fixtures)."""
@@ -460,10 +459,10 @@ def axe_runs(built_site):
     axe_source = AXE.read_text(encoding="utf-8")
     futures = {(path, mode): Future() for path in PAGES for mode in ("light", "dark")}
 
-    def check_all(share):
+    def check_all():
         with serving(built_site[0]) as (base, _), sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-            for (path, mode), future in share:
+            for (path, mode), future in futures.items():
                 if not future.set_running_or_notify_cancel():
                     continue  # cancelled: the module ended early
                 try:
@@ -473,21 +472,12 @@ def axe_runs(built_site):
                     future.set_exception(error)
             browser.close()
 
-    # AXE_THREADS threads, each with every AXE_THREADS-th check: a page's load and axe's
-    # run leave the CPU idle much of the time (waiting on Chromium), so one thread made
-    # these checks the browser tests' longest path.
-    items = list(futures.items())
-    threads = [
-        threading.Thread(target=check_all, args=(items[i::AXE_THREADS],), daemon=True)
-        for i in range(AXE_THREADS)
-    ]
-    for thread in threads:
-        thread.start()
+    thread = threading.Thread(target=check_all, daemon=True)
+    thread.start()
     yield futures
     for future in futures.values():
         future.cancel()
-    for thread in threads:
-        thread.join()
+    thread.join()
 
 
 @pytest.mark.parametrize("mode", ["light", "dark"])
