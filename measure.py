@@ -286,8 +286,7 @@ class Results(dict):
         """One line: which variants are faster than ref, tied with it, slower (by their
         paired intervals), each with its median ratio, a slower one with its gap in ms and
         the part that grew most when that part is most of the gap; an empty group is left
-        out. headlines=True keeps each variant's speed-up
-        over ref as a headline result."""
+        out. headlines=True keeps each variant's comparison with ref as a headline result."""
         groups = {"faster than": [], "tied with": [], "slower than": []}
         for name in self:
             if name != ref:
@@ -339,21 +338,19 @@ class Results(dict):
         moved = self.moved(name, ref)
         big = sorted(moved.items(), key=lambda kv: -abs(kv[1]))
         named = [(k, ms) for k, ms in big[:8] if abs(ms) >= 0.03 * abs(gap)]
-        for extra in big[
-            len(named) : 12
-        ]:  # name more, while that brings them near the gap
-            if 0.9 <= sum(ms for _, ms in named) / gap <= 1.1:
-                break
-            named.append(extra)
+
+        def within(parts):  # the house rule: named parts within 10 % of the gap
+            return 0.9 <= sum(ms for _, ms in parts) / gap <= 1.1
+
+        while len(named) < min(12, len(big)) and not within(named):
+            named.append(big[len(named)])  # named is a prefix of big: the next largest
         residual = gap - sum(ms for _, ms in named)
         busy = ""
         if r.busy_ms is not None and r0.busy_ms is not None:
             d = r.busy_ms - r0.busy_ms
             busy = f" GPU busy {d:+.3f} ms, GPU waiting {gap - d:+.3f} ms."
         head = f"{head}: {'slower' if gap > 0 else 'faster'}.{busy}"
-        if (
-            0.9 <= (gap - residual) / gap <= 1.1
-        ):  # the house rule: within 10 % of the gap
+        if within(named):
             words = "; ".join(f"{k} {ms:+.3f} ms" for k, ms in named)
             return (
                 f"{head} Parts that moved most: {words}: "
