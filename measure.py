@@ -48,6 +48,9 @@ from torch.profiler import ProfilerActivity, profile, record_function
 # Rows whose numbers physics rules out; the build fails on any (a bug in the method).
 PHYSICS_FAILURES = []
 BUSY_TOLERANCE = 5.0  # %: kernel timestamps carry a few microseconds of error each
+PROFILE_ROUNDS = (
+    2  # each variant is profiled this many times, interleaved with the others
+)
 
 # GPU kernels by family, first match wins (names as the profiler shows them).
 KERNEL_FAMILIES = [
@@ -394,6 +397,20 @@ def _digits(x):
     return f"{x:.{digits}f}"
 
 
+def _mean(values):
+    """The mean of equal-shaped profiles: tuples, dicts (a key one lacks counts as 0) and
+    numbers, nested; None stays None."""
+    first = values[0]
+    if first is None:
+        return None
+    if isinstance(first, tuple):
+        return tuple(_mean(list(v)) for v in zip(*values))
+    if isinstance(first, dict):
+        keys = dict.fromkeys(k for v in values for k in v)
+        return {k: _mean([v.get(k, 0.0) for v in values]) for k in keys}
+    return sum(values) / len(values)
+
+
 def _profile_row(step, steps, device):
     """Profile `steps` calls: (profiled ms per step, busy ms per step, parts per step)."""
     kinds = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
@@ -531,13 +548,19 @@ def compare(
                 step()
             issue[name] = (time.perf_counter() - start) * 1e3 / calls[name]
             _sync(device)
+    # Profiled in PROFILE_ROUNDS interleaved rounds, as the windows are timed: rows whose
+    # parts are compared were profiled under the same conditions of the machine.
+    profiles = {name: [] for name in steps}
+    for _ in range(PROFILE_ROUNDS):
+        for name, step in steps.items():
+            n = max(3, math.ceil(min(profiled, calls[name]) / PROFILE_ROUNDS))
+            profiles[name].append(_profile_row(step, n, device))
     results = Results()
-    for name, step in steps.items():
+    for name in steps:
         w = windows[name]
         # the middle quartile of the exclusive method is the median
         q1, median, q3 = statistics.quantiles(w, n=4) if len(w) > 1 else (w[0],) * 3
-        n = max(3, min(profiled, calls[name]))
-        profiled_ms, busy_ms, parts = _profile_row(step, n, device)
+        profiled_ms, busy_ms, parts = _mean(profiles[name])
         row = Row(name, median, q3 - q1, w, profiled_ms, busy_ms, issue.get(name))
         if busy_ms is None:  # the main thread's parts, scaled to the unprofiled step
             row.parts = {k: v * median / profiled_ms for k, v in parts.items()}
