@@ -251,6 +251,8 @@ class Row:
 class Results(dict):
     """{variant name: Row}, with the paired windows that compare them."""
 
+    roofline_ms = bytes_per_ms = copy = None  # set by compare(roofline_bytes=...)
+
     def cells(self, name):
         """The standard cells of a row: step, spread, and on a GPU busy %, bound, stretch."""
         r = self[name]
@@ -503,6 +505,7 @@ def compare(
     max_calls=200,
     calls=None,
     roofline_ms=None,
+    roofline_bytes=None,
 ):
     """Time each step (a dict of name -> callable) in interleaved windows, then profile it.
 
@@ -512,8 +515,17 @@ def compare(
     ranks of a distributed job, pass it). Nothing may compile while timing (asserted).
     Every row is checked against physics (:meth:`Row.check`), with ``roofline_ms`` (the
     time to move the bytes a step must move, at copy speed) where given.
-    Returns :class:`Results`.
+    ``roofline_bytes`` (bytes a step must read plus write) instead times a large copy as
+    one more variant, in the same interleaved windows, and derives the roofline from it:
+    the step and its roofline are measured under the same conditions of the machine.
+    Returns :class:`Results`; with ``roofline_bytes``, its ``roofline_ms``,
+    ``bytes_per_ms`` and ``copy`` (the copy's Row) are set.
     """
+    assert roofline_ms is None or roofline_bytes is None, "give one roofline"
+    copy_bytes = None
+    if roofline_bytes is not None:
+        copy, copy_bytes = _copy_step(device)
+        steps = {**steps, COPY: copy}
     fixed, calls = calls, {}
     for name, step in steps.items():
         for _ in range(3):
@@ -571,18 +583,35 @@ def compare(
                 f"waiting: {k}": wait * v / total for k, v in idle.items()
             }
         results[name] = row
+    if copy_bytes is not None:
+        results.copy = results.pop(COPY)
+        results.bytes_per_ms = copy_bytes / results.copy.ms
+        roofline_ms = results.roofline_ms = roofline_bytes / results.bytes_per_ms
+        results.copy.check()
+    for row in results.values():
         row.check(roofline_ms)
     assert _frames() == frames, "something compiled while the steps were timed"
     return results
 
 
-def copy_bandwidth(device, mib=None):
-    """Bytes per ms (read + written) of a large on-device copy: the copy roofline."""
+COPY = "copy (roofline)"
+
+
+def _copy_step(device, mib=None):
+    """A large on-device copy, and the bytes it reads plus writes."""
     n = (mib or (1024 if device == "cuda" else 128)) * 2**20 // 4
     src = torch.rand(n, device=device)
     dst = torch.empty_like(src)
-    row = compare({"copy": lambda: dst.copy_(src)}, device, rounds=5)["copy"]
-    return 2 * src.nbytes / row.ms, row
+    return (lambda: dst.copy_(src)), 2 * src.nbytes
+
+
+def copy_bandwidth(device, mib=None):
+    """Bytes per ms (read + written) of a large on-device copy: the copy roofline. To set a
+    step against it, prefer ``compare(..., roofline_bytes=...)``, which times the copy in
+    the same windows as the step."""
+    step, nbytes = _copy_step(device, mib)
+    row = compare({"copy": step}, device, rounds=5)["copy"]
+    return nbytes / row.ms, row
 
 
 @dataclass

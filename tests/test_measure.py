@@ -194,6 +194,21 @@ def test_parts_add_up_to_each_step():
     assert not measure.PHYSICS_FAILURES
 
 
+def test_a_roofline_in_bytes_times_the_copy_in_the_same_windows(monkeypatch):
+    """The copy that gives the roofline is a variant of the same rotation, kept out of
+    the rows; the roofline is the bytes at the copy's own measured speed."""
+    monkeypatch.setattr(measure, "PROFILE_ROUNDS", 1)
+    x = torch.randn(64, 64)
+    res = measure.compare(
+        {"mm": lambda: x @ x}, "cpu", rounds=3, roofline_bytes=10 * 2**20
+    )
+    assert list(res) == ["mm"] and len(res.copy.windows) == 3
+    assert res.bytes_per_ms == pytest.approx(2 * 128 * 2**20 / res.copy.ms)
+    assert res.roofline_ms == pytest.approx(10 * 2**20 / res.bytes_per_ms)
+    with pytest.raises(AssertionError, match="one roofline"):
+        measure.compare({"mm": lambda: x @ x}, "cpu", roofline_ms=1, roofline_bytes=1)
+
+
 def test_a_download_runs_with_no_file_of_the_project_beside_it(tmp_path):
     script = (
         '"""Title\n=====\n"""\n\nimport inspect\n\nimport measure\n\n'
