@@ -24,14 +24,14 @@ Compiled autograd: capturing the whole backward pass
        :class-card: card-prerequisites
 
        * PyTorch 2.9 or later, with tabulate and matplotlib, on any operating system
-         PyTorch supports
+         PyTorch supports (the C++ compiler's share of each compile is read on Linux)
        * Familiarity with ``torch.compile`` and graph breaks
        * A GPU is optional. With a CUDA GPU (compute capability 7.5 or newer, under 1 GB of
          its memory) the page also times CUDA graphs, and Inductor needs Triton (PyTorch's
          Linux CUDA wheels bring it). Without one it runs on the CPU with smaller sizes,
          and Inductor needs a C++ compiler and the Python headers. The first cell stops
          with one line if what Inductor needs is missing
-       * On a 2-core CPU it runs in about a minute, with about 1 GB of memory
+       * On a 2-core CPU it runs in under a minute, with about 1 GB of memory
 """
 
 # %%
@@ -263,11 +263,8 @@ with kept_log(compiled_autograd_verbose=True) as log:
     same = counters["compiled_autograd"]["captures"] - captures - 1
     run(demo_step, model, x[: batch // 2], target[: batch // 2])
     new_batch = counters["compiled_autograd"]["captures"] - captures - 1 - same
-print(
-    tabulate(
-        [["same inputs", same], ["half the batch", new_batch]], ["call", "new captures"]
-    )
-)
+recaptures = [["same inputs", same], ["half the batch", new_batch]]
+print(tabulate(recaptures, ["call", "new captures"]))
 print("\n".join(line for line in log if line.startswith("Cache miss")))
 assert same == 0 and new_batch >= 1
 
@@ -299,17 +296,18 @@ assert same == 0 and new_batch >= 1
 #   previous step's outputs may be overwritten.
 #
 # Each variant's first call is its compile, and ``measure.cold_compile`` makes it
-# **cold**: it resets Dynamo (as in a new process: nothing compiled), points Inductor at a
-# new, empty on-disk cache, and asserts that Inductor's FX graph cache missed, never hit,
-# and that a graph was compiled. Without the reset, a variant would reuse the forward
-# graphs that the one before it compiled (both compile ``ThreeStageNet.forward`` with the
-# same backend), and its cold call would hold only the rest. The reset also drops the
-# variants compiled before, so all are compiled again, warm, before the timing.
-# Inductor's one-time start-up in the process (its imports, its pool of compile workers)
-# is timed first, on a one-line function. We also record how many backward graphs run
-# per step: AOTAutograd's ``CompiledFunctionBackward`` nodes left in the autograd graph
-# for ``torch.compile(model)``, compiled autograd's captures for the others, and, with
-# CUDA graphs, how many graphs were recorded and why any was not (Inductor's log of each
+# **cold**: it resets Dynamo (as in a new process: nothing compiled), points Inductor at
+# a new, empty on-disk cache, and asserts that Inductor's FX graph cache missed, never
+# hit, and that a graph was compiled. Without the reset, a variant would reuse the
+# forward graphs that the one before it compiled (both compile ``ThreeStageNet.forward``
+# with the same backend), and its cold call would hold only the rest. The reset also
+# drops the variants compiled before, so all are compiled again, warm, before the
+# timing. Inductor's one-time start-up in the process (its imports, its pool of compile
+# workers) is timed first, on a one-line function, with the seconds a C++ compiler ran
+# in it. We also record how many backward graphs run per step: AOTAutograd's
+# ``CompiledFunctionBackward`` nodes left in the autograd graph for
+# ``torch.compile(model)``, compiled autograd's captures for the others, and, with CUDA
+# graphs, how many graphs were recorded and why any was not (Inductor's log of each
 # graph it declines). ``settle`` then calls the step until three calls in a row compile
 # nothing; the timings later are warm.
 
@@ -389,9 +387,11 @@ torch._dynamo.config.compiled_autograd_kwargs_override = {"fullgraph": True}
 CUDAGRAPH_LOGS = [
     f"torch._inductor.cudagraph_utils.__{a}" for a in ("perf_hints", "cudagraphs")
 ]
+watch = measure.watch_cxx()  # None where it cannot watch (not Linux)
 zeros = torch.zeros(8, device=device)
 boot = measure.cold_compile(torch.compile(torch.sin), zeros, device=device)
-print(f"one-time Inductor start-up, with a tiny compile: {boot.seconds:.1f} s")
+cxx = f", of which C++ compiler {boot.cxx:.1f} s" if watch else ""
+print(f"one-time Inductor start-up, with a tiny compile: {boot.seconds:.1f} s{cxx}")
 steps, table, colds, notes = {}, [], {}, {}
 for label, make_step in variants.items():
     counters.clear()
@@ -411,8 +411,8 @@ for label, make_step in variants.items():
     nodes = autograd_nodes(loss)
     graphs = captures or nodes["CompiledFunctionBackward"]
     cold = colds.get(label)
-    table.append([label, cold and cold.seconds, cold and cold.compiling, misses])
-    table[-1] += [graphs, error]
+    times = [cold.seconds, cold.compiling, cold.cxx] if cold else [None] * 3
+    table.append([label, *times, misses, graphs, error])
     who = "compiled autograd walks" if captures else "the engine runs one by one"
     notes[label] = (
         f"{graphs} compiled backward graph{'s' * (graphs != 1)}, in an autograd graph "
@@ -480,9 +480,10 @@ def reading(name, ref):
 eager_error = table[0][-1]
 print(f"{device_name}, torch {torch.__version__}; errors relative to float64")
 headers = ["variant", "first call, cold (s)", "of which compiling (s)"]
-headers += ["FX graphs compiled", "backward graphs", "grad error", *res.headers()]
+headers += ["of which C++ compiler (s)", "FX graphs compiled", "backward graphs"]
+headers += ["grad error", *res.headers()]
 rows = [row + res.cells(row[0]) for row in table]
-fmts = ["", ".1f", ".1f", "", "", ".1e", *res.formats()]
+fmts = ["", ".1f", ".1f", ".1f", "", "", ".1e", *res.formats()]
 print(tabulate(rows, headers, "github", fmts, missingval="-"))
 for name, note in notes.items():
     print(f"{name}: per step, {note}")
@@ -495,9 +496,9 @@ ratio = colds[CA].seconds / colds[TM].seconds
 print(f"cold first call of {CA}: {ratio:.2f}x that of {TM} (one each, from a reset)")
 for name, *_, error in table:
     assert error <= 4 * eager_error + 1e-5, f"{name}: gradients differ"
-assert table[1][4] == 3  # torch.compile(model): one backward graph per forward graph
-assert table[2][4] == 1  # compiled autograd: one capture, fullgraph
-assert table[2][3] > 3  # its cold call compiled its own three forward graphs too
+assert table[1][5] == 3  # torch.compile(model): one backward graph per forward graph
+assert table[2][5] == 1  # compiled autograd: one capture, fullgraph
+assert table[2][4] > 3  # its cold call compiled its own three forward graphs too
 print(f"autograd nodes that compiled autograd walks per backward: {len(node_calls)}")
 
 totals = Counter()
@@ -537,7 +538,15 @@ plt.show()
 #   compiling" is the time Dynamo's timer gives to compiling frames (tracing, then
 #   AOTAutograd and Inductor on the result). Work compiled outside a frame's compile, such
 #   as a backward graph that AOTAutograd compiles when the engine first runs it, falls in
-#   the rest of the first call, with the step itself.
+#   the rest of the first call, with the step itself. "Of which C++ compiler" is the
+#   time a C++ compiler ran during the first call (its runs counted once, compile
+#   workers included): ``measure.watch_cxx()`` has Inductor call the compiler through a
+#   wrapper that logs each run. Inductor's CPU kernels are C++, so on a CPU the compiler
+#   builds every kernel; its GPU kernels are Triton, built by Triton's own compiler,
+#   which the wrapper does not see. Both "of which" columns are parts of the first call
+#   and they overlap: C++ runs for a graph compiled within a frame's compile fall in
+#   both, those for a backward graph compiled when the engine first runs it fall only in
+#   the C++ column, which can so exceed the compiling one.
 # * **Kernels, and the time outside them** (the "in words" lines). Fusing operators
 #   changes the time in kernels; entering compiled graphs changes the time outside them.
 #   On a GPU, kernel time is the busy time: where it is most of the step the kernels set

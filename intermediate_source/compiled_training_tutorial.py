@@ -16,7 +16,7 @@ Compiling a whole training step, end to end
        * Why the learning rate must live in a tensor once the optimizer is compiled
        * How to check that compiled training computes what eager training computes,
          against a float64 reference
-       * How to read what bounds a step: matmul and attention, the other kernels, or the
+       * How to read what bounds a step: matmul, attention, the other kernels, or the
          work outside kernels (Python, guards, graph entries), and which rungs change which
        * How to read what changed between two rungs from the parts of their steps
 
@@ -32,7 +32,7 @@ Compiling a whole training step, end to end
          Triton (PyTorch's Linux CUDA wheels bring it). Without one it runs on the CPU
          with smaller sizes, and Inductor needs a C++ compiler and the Python headers.
          The first cell stops with one line if what Inductor needs is missing
-       * On a 2-core CPU it runs in a little over a minute, with about 1 GB of memory
+       * On a 2-core CPU it runs in about 1.5-2 minutes, with about 1 GB of memory
 """
 
 # %%
@@ -51,8 +51,8 @@ Compiling a whole training step, end to end
 # 4. **whole step in CUDA graphs** (GPU only): the step in one ``torch.compile`` call with
 #    ``mode="reduce-overhead"``, in float32 and under bfloat16 autocast.
 #
-# Each row of the final table holds the step time and splits it three ways, from
-# ``torch.profiler``: matrix multiplications and attention, the other kernels, and the
+# Each row of the final table holds the step time and splits it four ways, from
+# ``torch.profiler``: matrix multiplications, attention, the other kernels, and the
 # time outside kernels (Python, guards, graph entries; on a GPU, the time it waits for
 # the CPU to queue work). Which group is largest decides which rungs can help. On a GPU
 # the row also holds the busy share: its kernel time per step over the step time
@@ -93,6 +93,9 @@ print(
     f"batch {batch} x {seq_len} tokens"
 )
 measure.require(cxx=device == "cpu", triton=device == "cuda")  # what Inductor needs
+# On a CPU, Inductor writes C++ and builds it with the system's compiler; the core logs
+# each run of that compiler, so a compile time can show the compiler's share of it.
+cxx_watch = measure.watch_cxx() if device == "cpu" else None
 # PyTorch's default float32 matmul precision (no TF32) is kept on purpose; Inductor's
 # advice to turn TF32 on is about speed, not about this lesson.
 warnings.filterwarnings("ignore", message=".*TensorFloat32")
@@ -227,7 +230,10 @@ print("float64 losses:", " ".join(f"{v:.3f}" for v in ref_losses.tolist()))
 # an earlier rung compiled stays valid) and trains ``N_CHECK`` steps on the fixed
 # batches. A compiled rung's first step runs in ``measure.cold_compile``, which points
 # Inductor's caches at a new empty folder and asserts that the FX graph cache missed and
-# never hit and that a graph was compiled: the step includes a **cold** compile.
+# never hit and that a graph was compiled: the step includes a **cold** compile. On a
+# CPU it also returns the seconds the C++ compiler ran during that step (``cxx``, from
+# the log that ``measure.watch_cxx()`` set up), kept as a column of their own; on a GPU,
+# Inductor's kernels are Triton's, compiled by Triton, and that column is left out.
 # ``cold_compile`` would also reset Dynamo, as a new process would; ``reset=False``
 # keeps what the earlier rungs compiled, so the first step compiles what the rung adds.
 # The later steps must compile nothing, although the schedule changes the learning rate
@@ -237,6 +243,7 @@ print("float64 losses:", " ".join(f"{v:.3f}" for v in ref_losses.tolist()))
 # declined to record.
 
 rows, steps = [], {}
+COLD = ["first step, cold (s)"] + ["of which C++ compiler (s)"] * bool(cxx_watch)
 
 
 def rung(label, step_fn, opt, compiled=True, cudagraphs=False):
@@ -263,9 +270,10 @@ def rung(label, step_fn, opt, compiled=True, cudagraphs=False):
         cold = measure.cold_compile(
             step, inputs[0], targets[0], device=device, reset=False
         )
-        first, losses = f"{cold.seconds:.1f}", [cold.result.item()]
+        first = [f"{t:.1f}" for t in (cold.seconds, cold.cxx)[: len(COLD)]]
+        losses = [cold.result.item()]
     else:
-        first, losses = "-", [step().item()]
+        first, losses = ["-"] * len(COLD), [step().item()]
     graphs = counters["stats"]["unique_graphs"]
     losses += [step(inputs[i], targets[i]).item() for i in range(1, N_CHECK)]
     assert counters["stats"]["unique_graphs"] == graphs, "recompiled"
@@ -278,7 +286,7 @@ def rung(label, step_fn, opt, compiled=True, cudagraphs=False):
     weights = torch.cat([p.detach().flatten() for p in model.parameters()]).double()
     weight_err = ((weights - ref_weights).norm() / ref_weights.norm()).item()
     steps[label] = step
-    rows.append([label, first])
+    rows.append([label, *first])
     if compiled:
         line = f"{label}: Dynamo graphs compiled {cold.graphs}"
         if cudagraphs:
@@ -298,9 +306,10 @@ def rung(label, step_fn, opt, compiled=True, cudagraphs=False):
 # The loop everyone writes first, in float32 and then under bfloat16 autocast.
 # ``torch.autocast`` runs matrix multiplications and attention in bfloat16 and keeps the
 # sensitive ops (LayerNorm, softmax, cross-entropy) and the weights in float32, by
-# PyTorch's default rules: cheaper arithmetic where the hardware has bfloat16 units, and
-# cast kernels around every autocast region. Its errors against float64 are those of
-# bfloat16; the compiled bfloat16 rungs are held to them.
+# PyTorch's default rules: arithmetic on half the bytes, which a kernel can run faster
+# where it uses the hardware's bfloat16 units, and cast kernels around every autocast
+# region. Its errors against float64 are those of bfloat16; the compiled bfloat16 rungs
+# are held to them.
 
 errors = {
     "eager": rung(
@@ -331,7 +340,10 @@ errors["eager, bf16 autocast"] = rung(
 tiny = measure.cold_compile(
     torch.compile(torch.sin), torch.zeros(8, device=device), device=device
 )
-print(f"one-time Inductor start-up, with a tiny compile: {tiny.seconds:.1f} s")
+line = f"one-time Inductor start-up, with a tiny compile: {tiny.seconds:.1f} s"
+if tiny.cxx is not None:
+    line += f", of which the C++ compiler ran {tiny.cxx:.1f} s"
+print(line)
 compiled_model = torch.compile(model)
 errors["compiled model"] = rung(
     "compiled model",
@@ -445,46 +457,35 @@ print(tabulate(rows_err, headers, tablefmt="github", disable_numparse=True))
 # optimizer state and schedule, and a step's work does not depend on the weights'
 # values. One row per rung. "first step" is the cold compile of what the rung adds, plus
 # one step; a CUDA-graph rung records its graphs during the steps after it, which that
-# column leaves out. The next three columns split the step by what bounds it:
-# matrix multiplications and attention, which compiled and eager rungs alike hand to the
-# same library kernels (Inductor's default mode calls them rather than generating them);
-# the other kernels (on a CPU, operators and compiled code), which are what compiling
-# fuses; and the time outside kernels (on a GPU, while it idles; on a CPU, Python, guards,
-# graph entries and the autograd engine). Below the table, each rung is compared with the
-# one it builds on, and each precision's rungs with eager in that precision; then
-# ``words`` reads the table: where the fastest rung's time went and what bfloat16
-# changed, with what bounds each step, and the time outside kernels of every bf16 rung.
+# column leaves out. On a CPU, the next column is the time within it during which the
+# C++ compiler ran (its runs overlap, so this is wall time). The last four columns split
+# the step by what bounds it: matrix multiplications and attention, two families of
+# library kernels that compiled and eager rungs alike call (Inductor's default mode
+# calls them rather than generating them); the other kernels (on a CPU, operators and
+# compiled code), which are what compiling fuses; and the time outside kernels (on a
+# GPU, while it idles; on a CPU, Python, guards, graph entries and the autograd engine).
+# Below the table, each rung is compared with the one it builds on (bfloat16 eager with
+# float32 eager), each line naming, where the two differ, the parts of the step that
+# moved, and each precision's rungs are grouped against eager in that precision. Then
+# come where the time of the rung with the lowest median went (on a GPU, with what
+# bounds it), the time outside kernels of every bf16 rung and, on a GPU, the largest
+# parts of each CUDA-graph rung.
 
-SPLIT = ["matmul and attention", "other kernels", "outside kernels"]
+SPLIT = ["matmul", "attention", "other kernels", "outside kernels"]
 HOST = {"guards", "compiled-code entry", "autograd engine", measure.PYTHON}
 
 
 def split(row):
-    """The step's ms in the three SPLIT groups, from the core's parts."""
-    groups = [0.0, 0.0, 0.0]
+    """The step's ms in the four SPLIT groups, from the core's parts."""
+    groups = dict.fromkeys(SPLIT, 0.0)
     for part, ms in row.parts.items():
+        group = part.removeprefix("GPU: ")
         if part.startswith("waiting: ") or part in HOST:
-            groups[2] += ms
-        else:
-            groups[part.removeprefix("GPU: ") not in ("matmul", "attention")] += ms
-    return groups
-
-
-def words(name, ref):
-    """Two rows in a sentence: the verdict, each group of the step (ms, % of it), and on
-    a GPU the busy share and what bounds each step."""
-    mid, lo, hi, _ = res.ratio(name, ref)
-    verdict = "ties with" if lo <= 1 <= hi else f"takes {mid:.2f}x the step time of"
-    r0, r1 = res[ref], res[name]
-    cells = zip(SPLIT, split(r0), split(r1))
-    text = f"{name} {verdict} {ref}: " + ", ".join(
-        f"{group} {a:.3f} -> {b:.3f} ms ({100 * a / r0.ms:.0f} -> {100 * b / r1.ms:.0f} %)"
-        for group, a, b in cells
-    )
-    if r0.busy is not None:
-        text += f"; GPU busy {r0.busy:.0f} -> {r1.busy:.0f} %"
-        text += f" ({r0.bound} -> {r1.bound} bound)"
-    return text
+            group = "outside kernels"
+        elif group not in SPLIT:
+            group = "other kernels"
+        groups[group] += ms
+    return list(groups.values())
 
 
 graphs = counters["stats"]["unique_graphs"]
@@ -500,11 +501,10 @@ refs = {
     "whole step, CUDA graphs, bf16": "+ compiled optimizer, bf16",
 }
 rows = [[*row, *res.cells(row[0]), *split(res[row[0]])] for row in rows]
-headers = ["rung", "first step, cold (s)", *res.headers()] + [
-    f"{g} (ms)" for g in SPLIT
-]
+headers = ["rung", *COLD, *res.headers(), *[f"{g} (ms)" for g in SPLIT]]
 print(f"{device_name}, torch {torch.__version__}; medians of interleaved windows")
-print(tabulate(rows, headers, "github", ["", "", *res.formats(), *[".3f"] * 3]))
+fmt = ["", *[""] * len(COLD), *res.formats(), *[".3f"] * len(SPLIT)]
+print(tabulate(rows, headers, "github", fmt))
 for name, ref in refs.items():  # the one headline across precisions: bf16 in eager
     if name in res:
         print(res.versus(name, ref, headline_as=(name == BF16) and f"{name} vs eager"))
@@ -512,10 +512,14 @@ for ref, label in (("eager", "float32 eager"), (BF16, None)):  # like for like
     same = {n: r for n, r in res.items() if ("bf16" in n) == ("bf16" in ref)}
     print(measure.Results(same).against(ref, label, headlines=True))
 best = min(res, key=lambda name: res[name].ms)
-ref = BF16 if "bf16" in best else "eager"
-print(f"lowest median: {words(best, ref) if best != ref else best}")
-print(f"bfloat16: {words(BF16, 'eager')}")
-out = [(n, split(r)[2], r.ms) for n, r in res.items() if "bf16" in n]
+spent = zip(SPLIT, split(res[best]))
+spent = ", ".join(
+    f"{g} {ms:.3f} ms ({100 * ms / res[best].ms:.0f} %)" for g, ms in spent
+)
+if res[best].busy is not None:
+    spent += f"; GPU busy {res[best].busy:.0f} %, {res[best].bound}-bound"
+print(f"lowest median, {best} ({res[best].ms:.3f} ms): {spent}")
+out = [(n, split(r)[-1], r.ms) for n, r in res.items() if "bf16" in n]
 out = "; ".join(f"{n} {ms:.3f} ms ({100 * ms / step:.0f} %)" for n, ms, step in out)
 print(f"bf16 rungs, outside kernels (share of the step): {out}")
 for name in [name for name in res if "CUDA graphs" in name]:
@@ -526,9 +530,11 @@ fig, ax = plt.subplots(figsize=(7, 0.5 * len(res) + 1.5))
 left = [0.0] * len(res)
 for i, group in enumerate(SPLIT):
     widths = [split(row)[i] for row in res.values()]
-    ax.barh(list(res), widths, left=left, color=["C0", "C1", "0.75"][i], label=group)
+    ax.barh(
+        list(res), widths, left=left, color=["C0", "C2", "C1", "0.75"][i], label=group
+    )
     left = [a + w for a, w in zip(left, widths)]
-ax.legend(ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
+ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
 ax.invert_yaxis()
 ax.set_xlabel("step time, ms (median), by what it was spent on")
 ax.set_title(f"Training step, {device_name}")
@@ -538,25 +544,30 @@ plt.show()
 # %%
 # How the rungs act, group by group. Matrix multiplications and attention are library
 # kernels on every rung: Inductor's default mode calls them rather than fusing them, so
-# in one precision each rung runs the same computation there, and the column shows
-# whether its time stayed. bfloat16 autocast is the rung aimed at that group; what it
-# gives depends on the hardware's bfloat16 units and on the library's bfloat16 kernels,
-# for matmul and attention alike. It also adds work for the host: a cast kernel for each
-# tensor it converts, and its own dispatch for every op. On a GPU the CPU issues a step's
-# kernels while earlier ones run, so the issuing stays hidden only while the GPU's work
-# outlasts it; kernels that finish sooner can leave the step waiting on the CPU instead,
-# and the bfloat16 lines below print how much of each step is spent outside kernels
-# and, on a GPU, what bounds it. Of the rungs here, only CUDA graphs issue a step's kernels
-# differently. Compiling the model fuses the pointwise work around
-# them (LayerNorm, GELU, residual adds, the loss) into fewer kernels, each reading and
-# writing memory once, which acts on the other kernels; but each call into a compiled
-# graph has fixed costs outside kernels (guard checks, AOTAutograd's wrapper). Compiling
-# the optimizer replaces the fused AdamW kernel and the clipping's kernels with
-# Inductor's generated kernels. On a CPU that is all the ladder has: in float32, no rung
-# sets out to lower what matmul and attention take, and the other two groups are what
-# compiling can change. CUDA graphs act on the CPU side alone: a replay issues all the
-# kernels of a graph with one launch, while the GPU runs the same kernels as before,
-# plus copies of the inputs that change (here the batch) into the graphs' own buffers.
+# in one precision each rung runs the same computation there, and their columns show
+# whether its time stayed. bfloat16 autocast is the rung aimed at those two columns. A
+# matmul and an attention kernel each have their own bfloat16 code, so what autocast
+# gives depends on the hardware's bfloat16 units and on how each kernel uses them: the
+# two columns can move by different amounts, even in opposite directions, and where
+# the bf16 row differs from float32 its comparison line names each. Autocast also adds
+# work of its own: a cast for each tensor it converts (a copy kernel, under "copies" in
+# the parts) and its own dispatch for every op it covers; that line sizes the copies
+# beside the kernels. On
+# a GPU the CPU issues a step's kernels while earlier ones run, so the issuing stays
+# hidden only while the GPU's work outlasts it; kernels that finish sooner can leave the
+# step waiting on the CPU instead: the line above on the bf16 rungs prints how much of
+# each step is spent outside kernels, and the table's bound column what bounds it. Of
+# the rungs here, only CUDA graphs issue a step's kernels differently. Compiling the
+# model fuses the pointwise work around the library kernels (LayerNorm, GELU, residual
+# adds, the loss) into fewer kernels, each reading and writing memory once, which acts
+# on the other kernels; but each call into a compiled graph has fixed costs outside
+# kernels (guard checks, AOTAutograd's wrapper). Compiling the optimizer replaces the
+# fused AdamW kernel and the clipping's kernels with Inductor's generated kernels. On a
+# CPU that is all the ladder has: in float32, no rung sets out to lower what matmul and
+# attention take, and the other two groups are what compiling can change. CUDA graphs
+# act on the CPU side alone: a replay issues all the kernels of a graph with one launch,
+# while the GPU runs the same kernels as before, plus copies of the inputs that change
+# (here the batch) into the graphs' own buffers.
 # What stays on the CPU in a CUDA-graph step is what runs outside the graphs:
 # ``zero_grad`` and the scheduler, the guard checks and the CUDA-graph runtime's
 # bookkeeping around each graph, the engine's call of the backward, and the Python
@@ -575,7 +586,7 @@ plt.show()
 # ``mode="reduce-overhead"``, which replays every graph of it, the backward included, as
 # CUDA graphs. Every rung trained from the same weights, stayed within a small multiple
 # of eager's distance from a float64 run in its precision, and compiled nothing after
-# its first step. Splitting a step into matmul and attention, the other kernels, and the
+# its first step. Splitting a step into matmul, attention, the other kernels, and the
 # time outside kernels says where each rung acts: compiling fuses the other kernels and
 # adds a fixed cost outside them at each graph's entry, CUDA graphs issue each graph's
 # kernels with one launch, and bfloat16 autocast runs matmul and attention in bfloat16

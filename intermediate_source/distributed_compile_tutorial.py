@@ -17,6 +17,8 @@ torch.compile with DDP and FSDP2
          TorchTitan does, or as a whole, and what ``MixedPrecisionPolicy`` casts when
        * How to time a distributed step on both ranks with the site's measurement core:
          the step's parts, and where waiting for the other rank shows up
+       * How far one rank's optimizer step is from its roofline, the least time its
+         bytes take at copy speed
        * Which matrix-product and attention kernels an eager and a compiled step run
        * How to check that compiled distributed training computes the same losses and
          gradients as a single process
@@ -259,10 +261,24 @@ torch.cuda.empty_cache()
 # a range count as themselves), is ``communication``. The communication column below
 # adds all these parts: data moving and waiting for the other rank together.
 #
+# The core's busy share counts every kernel, NCCL's included, and an NCCL kernel that
+# spins while the other rank is late keeps the GPU "busy" without computing anything.
+# So on GPUs the tables also give **compute busy %**: the time of every kernel but
+# NCCL's (the ``GPU:`` parts other than ``GPU: communication`` and
+# ``GPU: kernels overlapping (counted once)``) over the step. Where compute busy % is
+# below the busy share, the gap is time in which only NCCL's kernels ran (less any
+# time in which two compute kernels ran at once, such as one of FSDP2's copies on its
+# own stream beside a matrix product, which the compute share counts twice).
+#
 # Dynamo's caches belong to the process, and a variant compiled earlier in a group would
 # serve later variants of the same blocks from them. So every group starts from
 # ``torch._dynamo.reset()`` with fresh models, and each compiled FSDP2 variant gets a
-# group of its own beside a fresh eager FSDP2 run.
+# group of its own beside a fresh eager FSDP2 run. Those caches also hold on to the
+# last group's compiled models, so the reset comes first; then the garbage collector
+# and ``torch.cuda.empty_cache()`` free those models and their memory before the
+# group's first model is built. Otherwise they could be freed in the middle of a later
+# variant, and that variant's peak, taken above what was allocated when it was built,
+# would read low by their size.
 #
 # The worker
 # ----------
@@ -282,17 +298,14 @@ torch.cuda.empty_cache()
 # it was built (**peak GB**); then it times the group on the last batch and, after the
 # timing, profiles three more steps of each variant for ``by_name``: the matrix-product
 # and attention kernels by name (on a CPU, operators by their own time), and the time
-# they ran while a communication kernel ran on the same GPU. ``main`` pins the rank's
-# threads, then writes one JSON report per group and rank.
+# they ran while a communication kernel ran on the same GPU. In the per-block FSDP2
+# group it then times the optimizer step on its own (below, "What compiling can still
+# reach"). ``main`` pins the rank's threads, then writes one JSON report per group and
+# rank.
 
-WORKER_HEADER = """\
-import json, os, re, sys
-from collections import OrderedDict
-from functools import partial
-from pathlib import Path
-import torch, torch.distributed as dist, torch.nn as nn, torch.nn.functional as F
-import measure
-"""
+WORKER_HEADER = """import json, measure, os, re, sys, torch; from pathlib import Path
+import torch.distributed as dist, torch.nn as nn, torch.nn.functional as F
+from collections import OrderedDict; from functools import partial"""
 
 
 def build(variant, cfg, dev):
@@ -320,10 +333,8 @@ def by_name(step, dev, steps=3):
     """A step's matmul and attention kernels (on a CPU, operators by their own time),
     named without arguments or namespaces: {name: [calls, ms]} per step, and the ms per
     step in which one of them and a communication kernel ran at once."""
-    from torch.profiler import profile
-
     gpu, sync = dev.type == "cuda", getattr(torch, dev.type).synchronize
-    with profile() as prof:  # the CPU, and CUDA where the process has a GPU
+    with torch.profiler.profile() as prof:  # the CPU, and CUDA where there is a GPU
         for _ in range(steps):
             step()
         sync()
@@ -350,9 +361,9 @@ def run_group(variants, cfg, dev, ref_grads):
 
     from torch._dynamo.utils import counters
 
-    gc.collect()  # the last group's models are gone before this one's are built
+    torch._dynamo.reset()  # first, as its caches hold on to the last group's models
+    gc.collect(), torch.cuda.empty_cache()  # then they and their memory are freed
     gc.disable()  # and no collection pauses a rank until the next group
-    torch._dynamo.reset()
     rank, world, steps, out = dist.get_rank(), cfg["world"], {}, {}
     for variant in variants:
         counters.clear()  # the graph counts of this variant
@@ -362,24 +373,27 @@ def run_group(variants, cfg, dev, ref_grads):
         opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], fused=True)
         amp = cfg["dtype"] == "bfloat16" and variant.startswith("DDP")
         params = {n.replace("_orig_mod.", ""): p for n, p in model.named_parameters()}
-        losses, errors = [], {}
+        out[variant] = rec = dict(losses=[], errors={})
         for i, (x, y) in enumerate(batches(cfg)):
             x, y = x.chunk(world)[rank].to(dev), y.chunk(world)[rank].to(dev)
             loss = train_step(wrapped, opt, x, y, amp)
             dist.all_reduce(loss)  # a sum: gloo has no average
-            losses.append(loss.item() / world)
+            rec["losses"].append(loss.item() / world)
             for n in ref_grads if i == 0 else []:  # the same order on every rank
                 g, r = params[n].grad, ref_grads[n].to(dev).float()
                 g = g.full_tensor() if hasattr(g, "full_tensor") else g  # FSDP2
-                errors[n] = ((g.float() - r).norm() / r.norm()).item()
+                rec["errors"][n] = ((g.float() - r).norm() / r.norm()).item()
         steps[variant] = partial(train_step, wrapped, opt, x, y, amp)
-        mem = (torch.cuda.max_memory_allocated() - before) / 1e9
+        rec["mem"] = (torch.cuda.max_memory_allocated() - before) / 1e9
         graphs = counters["stats"]["unique_graphs"], counters["aot_autograd"]["total"]
-        graphs += (counters["stats"]["calls_captured"],)  # operator calls in them
-        out[variant] = dict(losses=losses, mem=mem, errors=errors, graphs=graphs)
+        rec["graphs"] = graphs + (counters["stats"]["calls_captured"],)  # and ops
     res = measure.compare(steps, dev.type, rounds=cfg["rounds"], max_calls=1)
     for v in variants:  # after the timing: the kernels by name
         out[v] |= by_name(steps[v], dev) | {"row": vars(res[v])}
+    if "per-block" in v:  # the last variant, and opt its optimizer: the step alone
+        n = sum(p.to_local().numel() for p in opt.param_groups[0]["params"])  # shard
+        alone = measure.compare({"AdamW": opt.step}, dev.type, roofline_bytes=28 * n)
+        out[v]["opt"] = dict(row=vars(alone["AdamW"]), n=n, bpms=alone.bytes_per_ms)
     return out
 
 
@@ -392,9 +406,8 @@ def main(cfg):
     dev = torch.device(f"cuda:{os.environ['LOCAL_RANK']}" if nccl else "cpu")
     torch.cuda.set_device(dev) if nccl else None
     dist.init_process_group(cfg["backend"])
-    ref_grads = torch.load("ref.pt")  # written by the launcher
-    for i, group in enumerate(cfg["groups"]):
-        out = dict(variants=run_group(group, cfg, dev, ref_grads))
+    for i, group in enumerate(cfg["groups"]):  # ref.pt: written by the launcher
+        out = dict(variants=run_group(group, cfg, dev, torch.load("ref.pt")))
         Path(f"{i:02}.{rank}.json").write_text(json.dumps(out))  # sorted: group, rank
     dist.destroy_process_group()
 
@@ -447,43 +460,45 @@ def launch(timeout=600):
 # rank compares each compiled variant with the group's eager one, from their paired
 # windows, and names the parts that moved where they differ. Then rank 0's matrix
 # products and attention by kernel name, eager against compiled, per step (calls and
-# ms): the five longest, then all of them, read in the line under them.
+# ms): the five longest, then all of them; on GPUs the line under them gives the time
+# in which one of them ran beside an NCCL kernel. ``read`` returns rank 0's graph
+# counts of the compiled variant, for the asserts after it.
+
+
+COMPUTE = r"GPU: (?!communication|kernels overlapping)"  # the compute kernels' parts
 
 
 def read(i):
-    table, (ref, *others) = [], cfg["groups"][i]
+    table, (ref, new) = [], cfg["groups"][i]
     for name in cfg["groups"][i]:
         for rank, report in enumerate(runs[i]):
             r, res = report["variants"][name], report["res"]
             loss_err = max(abs(a / b - 1) for a, b in zip(r["losses"], ref_losses))
             assert loss_err < loss_tol, f"{name}: losses off by {loss_err:.2e}"
-            worst = max(r["errors"], key=r["errors"].get)
-            assert r["errors"][worst] < grad_tol, f"{name}: {worst} off"
+            assert (err := max(r["errors"].values())) < grad_tol, (name, r["errors"])
             res[name].check()  # prints any physics failure in this page's output
             comm = sum(v for k, v in res[name].parts.items() if "communication" in k)
             cells = [name, rank, "{}/{} ({})".format(*r["graphs"]), loss_err]
-            cells += [r["errors"][worst], comm] + [r["mem"]] * gpu
+            compute = sum(v for k, v in res[name].parts.items() if re.match(COMPUTE, k))
+            cells += [err, comm] + [r["mem"], 100 * compute / res[name].ms] * gpu
             table.append(cells + res.cells(name))
     head = ["variant", "rank", "graphs Dynamo/compiled (ops)", "loss err", "grad err"]
-    head += ["communication (ms)"] + ["peak GB"] * gpu + res.headers()
-    fmt = ["", "", "", ".1e", ".1e", ".1f"] + [".1f"] * gpu + res.formats()
+    head += ["communication (ms)"] + ["peak GB", "compute busy %"] * gpu + res.headers()
+    fmt = ["", "", "", ".1e", ".1e", ".1f"] + [".1f", ".0f"] * gpu + res.formats()
     print(f"{where}; step: median of {cfg['rounds']} interleaved windows of one step")
     print(tabulate(table, head, "github", fmt))
-    for name in others:
-        for rank, report in enumerate(runs[i]):
-            print(report["res"].versus(name, ref, f"rank {rank}: ", rank == 0 and name))
-    v = [runs[i][0]["variants"][n] for n in (ref, others[0])]  # rank 0's kernels
+    for rank, report in enumerate(runs[i]):
+        print(report["res"].versus(new, ref, f"rank {rank}: ", rank == 0 and new))
+    v = [runs[i][0]["variants"][n] for n in (ref, new)]  # rank 0's kernels
     k = [r["kernels"] for r in v]
     cells = [[n] + [x for r in k for x in r.get(n, (0, 0))] for n in k[0] | k[1]]
     cells.sort(key=lambda c: -max(c[2], c[4]))  # the longest first
     total = [f"all {len(cells)}"] + [sum(c[j] for c in cells) for j in (1, 2, 3, 4)]
     head = ["rank 0: matmul, attention", "eager calls", "ms", "compiled calls", "ms"]
     print(tabulate(cells[:5] + [total], head, "github", [""] + [".0f", ".2f"] * 2))
-    same = [sum(c[j] for c in cells if c[1] and c[3]) for j in (2, 4)]
-    line = f"Rank 0, eager -> compiled: {total[2]:.2f} -> {total[4]:.2f} ms in all, "
-    line += f"{same[0]:.2f} -> {same[1]:.2f} ms in the names both ran"
-    talk = f"; while NCCL ran {v[0]['beside']:.2f} -> {v[1]['beside']:.2f} ms"
-    print(line + talk * gpu)
+    if gpu:  # the time in which one of them and an NCCL kernel ran at once
+        print(f"Rank 0, beside NCCL: {v[0]['beside']:.2f} -> {v[1]['beside']:.2f} ms")
+    return v[1]["graphs"]  # rank 0's compiled variant: graphs and operators
 
 
 # %%
@@ -531,17 +546,18 @@ for i, report in enumerate(reports):  # the core's rows again, as each rank meas
 # AdamW's two moments, plus DDP's gradient buckets and the activations; the ``peak GB``
 # column on GPUs shows what that took.
 
-read(0)
-dynamo, compiled, _ = runs[0][0]["variants"]["DDP(model.compile())"]["graphs"]
+dynamo, compiled, _ = read(0)
 assert dynamo == 1 < compiled, (dynamo, compiled)  # DDPOptimizer cut the graph
 
 # %%
 # How to read the tables. Every row matched the reference within its precision; the
 # error columns compare eager and compiled rows against the same float32 run. One graph
 # captured by Dynamo became several compiled pieces: the bucket cuts. On GPUs the busy
-# share and the bound say whether the kernels or the CPU set each rank's pace. The
-# ``rank`` lines say, from the paired windows, whether the compiled row is faster,
-# slower or a tie on each rank, and where they differ, which parts of the step moved.
+# share and the bound say whether the kernels or the CPU set each rank's pace, and the
+# compute busy share how much of that kernel time computed rather than moved data or
+# waited in NCCL's kernels. The ``rank`` lines say, from the paired windows, whether
+# the compiled row is faster, slower or a tie on each rank, and where they differ,
+# which parts of the step moved.
 #
 # Without ``max-autotune``, Inductor lowers each ``aten.mm`` to the ATen call
 # (``extern_kernels.mm``, cuBLAS on a GPU; a Triton template of its own would show in
@@ -555,12 +571,12 @@ assert dynamo == 1 < compiled, (dynamo, compiled)  # DDPOptimizer cut the graph
 # it writes, the products' outputs included, and cuBLAS picks its kernel by shapes,
 # dtypes and transposes: the names in the kernel table record the result. A kernel can
 # also run longer under the same name: beside an NCCL kernel it shares the GPU's
-# multiprocessors and memory bandwidth. The line under the kernel table gives the time
-# of all of them and of the names both rows ran, eager and compiled, and on GPUs the
-# time during which a product or attention kernel and an NCCL kernel ran at once. The
-# core sorts kernels into families by name, so a Triton kernel named after an attention
-# operator would count as attention there and show in this table by its ``triton_``
-# name.
+# multiprocessors and memory bandwidth. The kernel table's last row gives the time of
+# all of them, eager and compiled, and on GPUs the line under it the time during which
+# a product or attention kernel and an NCCL kernel ran at once. The core sorts kernels
+# into families by name, first match first: every ``triton_`` kernel counts as a
+# compiled kernel whatever operator it is named after, so the only Triton kernels this
+# table can list are templates (``triton_tem_``).
 #
 # FSDP2 and torch.compile
 # -----------------------
@@ -601,9 +617,7 @@ assert dynamo == 1 < compiled, (dynamo, compiled)  # DDPOptimizer cut the graph
 # ratio to its own eager run with an interval, and where the two intervals overlap,
 # nothing here tells the two compiles apart.
 
-read(1)
-read(2)
-per, whole = (runs[i][0]["variants"][cfg["groups"][i][1]]["graphs"] for i in (1, 2))
+per, whole = read(1), read(2)
 assert 1 <= per[0] == per[1] < cfg["depth"] and whole == per, (per, whole)
 fig, ax = plt.subplots(figsize=(9, 1.2 + 0.4 * len(every)), layout="tight")
 steps = [r.ms for r in every.values()]
@@ -652,16 +666,41 @@ plt.show()
 # on the CPU path), only on FSDP2's side, since its hooks run eagerly around the
 # compiled blocks: ``reshard_after_forward=False``, for one, skips the all-gather
 # before each block's backward and the copies around it, for the memory of keeping the
-# gathered parameters until then. The lines below rank the parts of the per-block step
-# on each rank that are neither matrix products, attention nor communication: the
-# first one named is the next lever.
+# gathered parameters until then. The optimizer's lever is its own step: AdamW in
+# float32 reads each parameter, its gradient and its two moments and writes back the
+# parameter and both moments, at least 28 bytes per parameter, and under FSDP2 each
+# rank updates only its shard. So after the group's timing each rank times
+# ``opt.step()`` alone (on the last step's gradients, again and again) with
+# ``measure.compare(..., roofline_bytes=28 * n)``, which times a large copy in the same
+# windows: those bytes at the copy's speed are the least time the step can take, its
+# roofline. The time above the roofline is the most that any optimizer moving those
+# bytes could win (:ref:`compiling_optimizer_recipe` compiles one); a step close to its
+# roofline gains only from moving fewer bytes, such as moments kept in bf16. That holds
+# where the optimizer's state is far larger than the caches, as on the GPU path
+# (gigabytes a rank). On the CPU path this small model's state, a few MB a rank, can
+# stay in the processor's caches between steps, where the core's copy of 128 MiB
+# cannot: there the share compares the step's speed with a copy's, and it is no bound.
+#
+# The lines below rank the parts of the per-block step on each rank that are neither
+# matrix products, attention nor communication; on GPUs they start with the busy share
+# and the part of it that NCCL's kernels took, which includes their waits for the other
+# rank and is no lever of compiling. The first part named is the next lever; under it,
+# the optimizer step alone against its roofline.
 
 for rank, report in enumerate(runs[1]):
-    row, skip = report["res"]["FSDP2, per-block compile"], "matmul|attention|communic"
-    rest = {k: ms for k, ms in row.parts.items() if not re.search(skip + "|overlap", k)}
+    v, skip = "FSDP2, per-block compile", "matmul|attention|communic|overlap"
+    row, o = report["res"][v], report["variants"][v]["opt"]
+    rest = {k: ms for k, ms in row.parts.items() if not re.search(skip, k)}
     top = sorted(rest, key=rest.get, reverse=True)[:3]
     parts = [f"{k} {rest[k]:.2f} ms ({100 * rest[k] / row.ms:.0f} %)" for k in top]
-    print(f"rank {rank}, per-block compile, {row.ms:.2f} ms: " + "; ".join(parts))
+    nccl = row.parts.get("GPU: communication", 0)  # of the busy time, NCCL's kernels
+    busy = f"busy {row.busy:.0f} %, of which NCCL {nccl:.2f} ms; " if gpu else ""
+    print(f"rank {rank}, per-block compile, {row.ms:.2f} ms: {busy}" + "; ".join(parts))
+    alone, roof = measure.Row(**o["row"]), 28 * o["n"] / o["bpms"]  # its roofline, ms
+    alone.check(roof)  # on GPUs its kernel time cannot be shorter than the roofline
+    say = "  AdamW alone: {:.2f} ms; its bytes at copy speed: {:.2f} ms ({:,} "
+    say += "parameters x 28 bytes at {:.0f} GB/s), {:.0f} % of copy speed"
+    print(say.format(alone.ms, roof, o["n"], o["bpms"] / 1e6, 100 * roof / alone.ms))
 
 # %%
 # Conclusion

@@ -23,14 +23,15 @@ Dynamic shapes without surprises
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
 
-       * PyTorch 2.9 or later; built on Linux, and nothing on the page is Linux-only
+       * PyTorch 2.9 or later; built on Linux. Elsewhere it runs too, without the C++
+         compiler's share of each compile time (it is read from a Linux-only wrapper)
        * The basics of ``torch.compile`` (:ref:`torch_compile_tutorial`); the recompile
          section of :ref:`debugging_tutorial` helps
        * A GPU is optional. With a CUDA GPU (compute capability 7.5 or newer, under 1 GB
          of its memory) the page also serves with CUDA graphs, and Inductor needs Triton
          (PyTorch's Linux CUDA wheels bring it). Without one it runs on the CPU with
          smaller sizes, and Inductor needs a C++ compiler and the Python headers
-       * On a 2-core CPU it runs in about a minute, with about 1 GB of memory
+       * On a 2-core CPU it runs in about 1 to 2.5 minutes, with about 1 GB of memory
 """
 
 # %%
@@ -53,7 +54,6 @@ Dynamic shapes without surprises
 import contextlib
 import copy
 import io
-import math
 import os
 import re
 import textwrap
@@ -103,9 +103,8 @@ DIRS = re.compile(r"(?<![\w:/.])/(?:[^\s/\"']+/)+")
 @contextlib.contextmanager
 def captured_log(pattern=None, limit=8, **artifacts):
     """torch._logging.set_logs(**artifacts) for the block; print matching lines, trimmed."""
-    buffer = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(buffer):  # torch's log handlers write to stderr
+    try:  # torch's log handlers write to stderr
+        with contextlib.redirect_stderr(io.StringIO()) as buffer:
             torch._logging.set_logs(**artifacts)
             yield
     finally:
@@ -335,8 +334,8 @@ assert [r[2] for r in dd_rows] == [2, 1, 2, 2, 1], dd_rows
 # causal, so padding at the end never changes the outputs at the real positions.
 
 gen = torch.Generator().manual_seed(0)
-seq_lens = torch.randn(n_steps * batch, generator=gen) * 0.8 + math.log(median_len)
-seq_lens = seq_lens.exp().round().clamp(2, max_len).long()
+seq_lens = (torch.randn(n_steps * batch, generator=gen) * 0.8).exp() * median_len
+seq_lens = seq_lens.round().clamp(2, max_len).long()
 seq_lens = seq_lens.view(-1, 8 * batch).sort(dim=1).values.view(n_steps, batch)
 seq_lens = seq_lens[torch.randperm(n_steps, generator=gen)]
 stream = torch.randint(1, VOCAB, (n_steps, batch, max_len), generator=gen)
@@ -405,7 +404,8 @@ model = GPT().to(device).eval()
 # * **CUDA graphs, exact** and **CUDA graphs, buckets** (GPU only):
 #   ``mode="reduce-overhead"``, which records the kernels of a graph once and replays
 #   them with one launch. A recording holds fixed sizes, so a dynamic graph records
-#   one CUDA graph per distinct width it meets; with buckets there is one per bucket.
+#   one CUDA graph per distinct width that it meets twice (the first call of a width
+#   runs without recording); with buckets there is one per bucket.
 #
 # Each strategy compiles a function of its own: ``lambda x: model(x)``, written out
 # once per strategy. Dynamo keeps compiled graphs, their guards, the recompile count and
@@ -415,16 +415,21 @@ model = GPT().to(device).eval()
 # batch: it tells CUDA graph trees that the previous call's outputs are no longer
 # needed, so the next replay may overwrite them.
 #
-# ``serve`` runs one strategy over the whole stream, once, inside ``fresh_cache()``,
-# Inductor's helper that points its caches at a new empty folder: exact shapes and
-# dynamic from call 1 end up with the same dynamic graph, and the second must not find
-# the first's in a cache. It reports the time Dynamo, AOTAutograd and Inductor spent
-# compiling for that strategy (Dynamo's ``_compile.compile_inner`` timer), then compares
-# the outputs of ``n_check`` batches spread over the stream with a float64 copy of the
-# model. With ``fullgraph=True`` every strategy must compile the model as one graph,
-# without breaks. ``measure.cold_compile`` runs the whole lot once, with Dynamo reset
-# and an empty compile cache, and asserts that the FX graph cache missed and never hit:
-# every strategy compiled cold.
+# ``serve`` runs one strategy over the whole stream, once, then compares the outputs of
+# ``n_check`` batches spread over the stream with a float64 copy of the model. With
+# ``fullgraph=True`` every strategy must compile the model as one graph, without breaks.
+# ``measure.cold_compile`` runs ``serve`` for each compiled strategy inside
+# ``fresh_cache()``, Inductor's helper that points its caches at a new empty folder
+# (exact shapes and dynamic from call 1 end up with the same dynamic graph, and the
+# second must not find the first's in a cache), and asserts that the FX graph cache
+# missed and never hit: every strategy compiled cold. It counts the graphs compiled and
+# the time Dynamo, AOTAutograd and Inductor spent on them (Dynamo's
+# ``_compile.compile_inner`` timer). Of that time, the page shows the seconds a C++
+# compiler ran (its runs counted once, compile workers included):
+# ``measure.watch_cxx()`` has Inductor call the compiler through a wrapper that logs
+# each run. Inductor's CPU kernels are C++, so on a CPU the compiler builds every
+# kernel; its GPU kernels are Triton, built by Triton's own compiler, which the wrapper
+# does not see.
 
 model64 = copy.deepcopy(model).double()
 check_ids = list(range(0, n_steps, n_steps // n_check))
@@ -433,14 +438,11 @@ with torch.no_grad():
 
 
 def serve(name, fn):
-    """Serve the stream once in an empty cache of its own and check the outputs against
-    float64: the row's cells, and one pass over the check batches, to time."""
+    """Serve the stream once and check the outputs against float64: the row's cells,
+    one pass over the check batches (to time) and the tokens that pass computes."""
     bucketed, mark = "buckets" in name, "call 1" in name
-    metrics, graphs = compilation_time_metrics, counters["stats"]["unique_graphs"]
-    compiling = sum(metrics.get("_compile.compile_inner", []))
-    records = len(metrics.get("CUDAGraphNode.record", []))
-    log = captured_log(shown.get(name), limit=2, recompiles=True)
-    with log, fresh_cache(), torch.no_grad():
+    records = len(compilation_time_metrics.get("CUDAGraphNode.record", []))
+    with captured_log(shown.get(name), limit=2, recompiles=True), torch.no_grad():
         batches = [make_batch(i, bucketed, mark) for i in range(n_steps)]
         for x in batches:
             fn(x)
@@ -452,17 +454,13 @@ def serve(name, fn):
         # A pass to time: without autograd, as served, and keeping no outputs.
         one_pass = torch.no_grad()(lambda: [fn(x).shape for x in xs])
         one_pass()  # a CUDA graph records at its second call
-    compiling = sum(metrics.get("_compile.compile_inner", [])) - compiling
-    rec = metrics.get("CUDAGraphNode.record", [])[records:]
-    cuda_graphs = f"{len(rec)} in {sum(rec):.1f} s" if "CUDA" in name else None
+    rec = compilation_time_metrics.get("CUDAGraphNode.record", [])[records:]
+    cuda_graphs = f"{len(rec)} in {sum(rec):.2f} s" if "CUDA" in name else None
     padding = 1 - int(seq_lens.sum()) / sum(x.numel() for x in batches)
-    graphs = counters["stats"]["unique_graphs"] - graphs
-    cells = [graphs, compiling or None, *[cuda_graphs] * gpu, padding, err]
-    return cells, one_pass, (len(rec), sum(rec), sum(x.numel() for x in xs))
+    return [*[cuda_graphs] * gpu, padding, err], one_pass, sum(x.numel() for x in xs)
 
 
-strategies = {  # each compiled strategy compiles a function of its own (see above)
-    "eager": model,
+strategies = {  # each strategy compiles a function of its own (see above)
     "exact shapes": torch.compile(lambda x: model(x), fullgraph=True),
     "dynamic from call 1": torch.compile(lambda x: model(x), fullgraph=True),
     "buckets": torch.compile(lambda x: model(x), fullgraph=True, dynamic=False),
@@ -476,17 +474,17 @@ if gpu:
     strategies["CUDA graphs, buckets"] = lambda x: (begin(), static(x))[1]
 shown = {"exact shapes": r"Recompiling|size mismatch", "CUDA graphs, exact": "distinct"}
 
+watch = measure.watch_cxx()  # None where it cannot watch (not Linux)
 # The first Inductor compile in a process also starts its compile workers and imports
 # its code generators: a throwaway compile pays for that here, outside the table.
 with fresh_cache(), captured_log():  # and its notes about the machine, unshown
     torch.compile(F.gelu)(torch.randn(8, device=device))
-serve_all = lambda: {name: serve(name, fn) for name, fn in strategies.items()}  # noqa: E731
-cold = measure.cold_compile(serve_all, device=device)
-rows = cold.result
-print(f"All strategies from empty caches: {cold.graphs} graphs, {cold.compiling:.1f} s")
-print(f"of compiling (Dynamo, AOTAutograd, Inductor) in a {cold.seconds:.1f} s run")
+rows = {"eager": ((0, None, None), *serve("eager", model))}  # it compiles nothing
+for name, fn in strategies.items():  # each from an empty cache, after those before it
+    cold = measure.cold_compile(serve, name, fn, device=device, reset=False)
+    rows[name] = ((cold.graphs, cold.compiling, cold.cxx), *cold.result)
 used = {next(b for b in buckets if b >= w) for w in widths.tolist()}
-assert [cells[0] for cells, _, _ in rows.values()][:4] == [0, 2, 1, len(used)]
+assert [row[0][0] for row in rows.values()][:4] == [0, 2, 1, len(used)]
 
 # %%
 # The table
@@ -500,27 +498,30 @@ assert [cells[0] for cells, _, _ in rows.values()][:4] == [0, 2, 1, len(used)]
 # **tokens/s** counts real tokens only. On a CPU there are no CUDA graphs and no busy
 # share: one device runs the Python and computes.
 #
-# Under the table, each strategy is compared with the fastest; on a GPU, a line names
-# the rows bound by the CPU. Then the padding: buckets against exact shapes (on a GPU,
-# also with CUDA graphs), as the tokens each computed in the timed pass beside the time
-# it took: on a CPU the pass, with the interval of the paired windows; on a GPU the
-# GPU's busy time, where padding adds kernel work, with 5 % either side for the
-# precision of kernel timestamps. Then their paired comparison and, for CUDA graphs,
-# what each recorded while serving.
+# Under the table, a line adds up the compile columns; then each strategy is compared
+# with the fastest, and on a GPU a line names the rows bound by the CPU. Then the
+# padding: buckets against exact shapes (on a GPU, also with CUDA graphs), as the tokens
+# each computed in the timed pass beside the time it took: on a CPU the pass, with the
+# interval of the paired windows; on a GPU the GPU's busy time, where padding adds
+# kernel work, with 5 % either side for the precision of kernel timestamps. Then their
+# paired comparison.
 
 records = len(compilation_time_metrics.get("CUDAGraphNode.record", []))
-results = measure.compare({n: run for n, (_, run, _) in rows.items()}, device)
+results = measure.compare({n: row[2] for n, row in rows.items()}, device)
 assert len(compilation_time_metrics.get("CUDAGraphNode.record", [])) == records
 tokens = int(seq_lens[check_ids].sum())
 table = [
-    [n, *cells, tokens / results[n].ms * 1e3, *results.cells(n)]
-    for n, (cells, _, _) in rows.items()
+    [n, *compiled, *cells, tokens / results[n].ms * 1e3, *results.cells(n)]
+    for n, (compiled, cells, _, _) in rows.items()
 ]
-headers = ["strategy", "graphs", "compile (s)", *["CUDA graphs"] * gpu, "padding"]
-headers += ["error", "tokens/s", *results.headers()]
-formats = ["", "", ".1f", *[""] * gpu, ".0%", ".1e", ",.0f", *results.formats()]
+headers = ["strategy", "graphs", "compile (s)", "of which C++ compiler (s)"]
+headers += [*["CUDA graphs"] * gpu, "padding", "error", "tokens/s", *results.headers()]
+formats = ["", "", ".1f", ".1f", *[""] * gpu, ".0%", ".1e", ",.0f", *results.formats()]
 print(f"{device_name}, torch {torch.__version__}; {n_steps} batches of {batch}")
 print(tabulate(table, headers, "github", formats, missingval="-"))
+if watch:  # the compile columns, in words
+    spent, cxx = (sum(rows[n][0][i] for n in strategies) for i in (1, 2))
+    print(f"Compiling in all: {spent:.1f} s, of which C++ compiler {cxx:.1f} s")
 best = min(results, key=lambda name: results[name].ms)
 print(f"Fastest pass: {best}. Each other strategy against it:")
 print("\n".join(results.versus(name, best) for name in results if name != best))
@@ -530,9 +531,8 @@ if gpu:  # what bounds each row: the busy share of its unprofiled pass
 
 
 def reading(name, ref):
-    """name, padded to buckets, against ref, exact widths: padding's cost, recordings."""
-    (rec, rec_s, computed), (rec0, rec0_s, computed0) = rows[name][2], rows[ref][2]
-    r, r0, tokens = results[name], results[ref], computed / computed0
+    """name, padded to buckets, against ref, exact widths: padding's cost in time."""
+    r, r0, tokens = results[name], results[ref], rows[name][3] / rows[ref][3]
     (cost, lo, hi, _), what = results.ratio(name, ref), "time"  # paired windows
     if r.busy_ms is not None:  # on a GPU, the kernels' time (timestamps hold ~5 %)
         cost, what = r.busy_ms / r0.busy_ms, "GPU busy time"
@@ -541,8 +541,6 @@ def reading(name, ref):
     print(f"Padding, {name} against {ref}: {tokens:.2f}x the tokens computed, for")
     print(f"{cost:.2f}x the {what}, {lo:.2f}-{hi:.2f}x: {share} the tokens' ratio.")
     print(results.versus(name, ref, headline_as=f"{name} vs {ref}"))
-    for n, k, sec in [(ref, rec0, rec0_s), (name, rec, rec_s)][: 2 * (rec > 0)]:
-        print(f"{n} recorded {k} CUDA graphs in {sec:.2f} s while serving")
 
 
 reading("buckets", "exact shapes")
@@ -566,14 +564,15 @@ plt.show()
 # Reading the table
 # -----------------
 #
-# **graphs** and **compile** are what each strategy pays before it serves at full
-# speed. Exact shapes compile twice (the first width, then the dynamic graph at the
-# second), dynamic from call 1 once, buckets once per bucket the stream reaches. The
-# recompile log above names the guard that made exact shapes compile again: the
-# sequence length, index 1. A CUDA-graph row also records graphs while it serves; its
-# column gives how many and how long they took. A dynamic graph records one per distinct
-# width it meets (the second time it meets it), so its recordings go on as long as new
-# widths arrive; past ``torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit``
+# **graphs** and **compile** are what each strategy pays before it serves at full speed,
+# and **of which C++ compiler** is the part of that compile time during which a C++
+# compiler ran. Exact shapes compile twice (the first width, then the dynamic graph at
+# the second), dynamic from call 1 once, buckets once per bucket the stream reaches. The
+# recompile log above names the guard that made exact shapes compile again: the sequence
+# length, index 1. A CUDA-graph row also records graphs while it serves; its column
+# gives how many and how long they took. A dynamic graph records one per distinct width
+# it meets (the second time it meets it), so its recordings go on as long as new widths
+# arrive; past ``torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit``
 # distinct sizes Inductor logs the warning printed above, if the stream got there.
 #
 # **padding** is the share of computed tokens that are padding, over the whole stream;
@@ -602,11 +601,11 @@ plt.show()
 # each batch's longest sequence; ``mark_dynamic`` saves that recompile; buckets trade
 # padding for static kernels and a bounded number of graphs. A CUDA graph replays a
 # recording of fixed sizes, so exact shapes record one per distinct width that comes
-# again, and each recording costs time when it is made (the "recorded" lines) and keeps
-# GPU memory (its executable graph and the buffers it was recorded with). Buckets bound
-# the recordings at the price of padding: they pay where a stream has many distinct
-# widths, where recording takes long against the time served, or where memory is
-# short, and they cost where the padded work takes more time than they save.
+# again, and each recording costs time when it is made (the **CUDA graphs** column) and
+# keeps GPU memory (its executable graph and the buffers it was recorded with). Buckets
+# bound the recordings at the price of padding: they pay where a stream has many
+# distinct widths, where recording takes long against the time served, or where memory
+# is short, and they cost where the padded work takes more time than they save.
 #
 # Conclusion
 # ----------

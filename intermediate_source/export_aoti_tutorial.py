@@ -18,8 +18,8 @@ From torch.compile to a deployable artifact: torch.export and AOTInductor
        * How AOTInductor compiles the exported program into a ``.pt2`` package that a fresh
          process runs without the model's Python code, and which C++ compiler it needs
        * Where a fresh process spends its start, part by part, with ``torch.compile`` (empty
-         cache, cache artifacts) and with the package, and what a server can set to skip
-         work it does not need
+         cache; on a GPU, cache artifacts too) and with the package, and what a server can
+         set to skip work it does not need
        * What a package is bound to: the exported ranges, the device, the PyTorch that
          built it
 
@@ -114,9 +114,7 @@ cxx_seconds = lambda start, end: watch.seconds(start, end) if watch else float("
 
 MODEL_CODE = """
 import torch
-import torch.nn.functional as F
 from torch import nn
-
 class Block(nn.Module):
     def __init__(self, width, heads):
         super().__init__()
@@ -124,14 +122,12 @@ class Block(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
         self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, width)
         self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
-
     def forward(self, x):  # x: (batch, sequence, width)
         qkv = self.qkv(self.norm1(x)).unflatten(-1, (3, self.heads, -1))
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (batch, heads, seq, dim)
-        attn = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2)
+        attn = nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2)
         x = x + self.out(attn)
-        return x + self.down(F.gelu(self.up(self.norm2(x))))
-
+        return x + self.down(nn.functional.gelu(self.up(self.norm2(x))))
 def make_model(width, heads, layers, device):
     torch.manual_seed(0)
     return nn.Sequential(*[Block(width, heads) for _ in range(layers)]).to(device).eval()
@@ -145,10 +141,10 @@ if device == "cuda":
     WIDTH, HEADS, LAYERS, SEQ, BATCH, MAX_BATCH = 768, 12, 2, 256, 16, 64
 else:
     device_name = f"CPU, threads: {torch.get_num_threads()}"
-    WIDTH, HEADS, LAYERS, SEQ, BATCH, MAX_BATCH = 32, 4, 2, 16, 4, 64
+    WIDTH, HEADS, LAYERS, SEQ, BATCH, MAX_BATCH = 32, 4, 1, 16, 4, 64
     print("No CUDA GPU found: the CPU runs a smaller model, with no GPU busy share.")
 print(f"torch {torch.__version__} on {device} ({device_name})")
-print(f"{LAYERS} blocks, width {WIDTH}, {HEADS} heads; input {BATCH} x {SEQ} x {WIDTH}")
+print(f"blocks {LAYERS}, width {WIDTH}, heads {HEADS}; input {BATCH} x {SEQ} x {WIDTH}")
 
 model = make_model(WIDTH, HEADS, LAYERS, device)
 x = torch.randn(BATCH, SEQ, WIDTH, device=device)
@@ -169,8 +165,8 @@ PATH = re.compile(r"(?<![\w.])/\S*/")  # a file path up to its file name
 # special cases, so a package whose range starts at 1 still rejects a batch of 1 once it
 # checks its inputs (the last section shows that check).
 
-batch = torch.export.Dim("batch", min=2, max=MAX_BATCH)
-dims = ({0: batch},)  # one entry per positional input: its dynamic dimensions
+# one entry per positional input: its dynamic dimensions
+dims = ({0: torch.export.Dim("batch", min=2, max=MAX_BATCH)},)
 exported = torch.export.export(model, (x,), dynamic_shapes=dims)
 ops = Counter(str(n.target) for n in exported.graph.nodes if "aten." in str(n.target))
 signature = exported.graph_signature
@@ -288,8 +284,9 @@ print(f"{Path(cxx).name}: a test library needs {needed}, defines {own} of locale
 # ``inductor_configs`` takes Inductor's options; ``aot_inductor.metadata`` stores strings
 # of your own in the package, here the PyTorch version that built it, which the package
 # does not otherwise record. The build runs from an empty compile cache, as on a new
-# machine (Inductor's ``fresh_cache``), and the page reads from the wrapper's log how
-# many of its seconds the C++ compiler ran.
+# machine (Inductor's ``fresh_cache``; the precompiled headers that Inductor keeps in
+# its default folder, whatever the cache, excepted), and the page reads from the
+# wrapper's log how many of its seconds the C++ compiler ran.
 
 package = work_dir / "encoder.pt2"
 metadata = {"aot_inductor.metadata": {"built_with": torch.__version__}}
@@ -315,13 +312,15 @@ print(f"Package build, empty cache: {built:.2f} s; C++ compiler {compiler:.2f} s
 # cache folder is (``TORCHINDUCTOR_CACHE_DIR``). The table's columns:
 #
 # 1. ``compile, fresh``: ``torch.compile`` on a *fresh machine*, an empty cache folder.
-#    After its first result it saves portable cache artifacts
-#    (``torch.compiler.save_cache_artifacts``).
-# 2. ``compile, artifacts``: a fresh machine that first loads those artifacts
+#    On a GPU, after its first result it saves portable cache artifacts
+#    (``torch.compiler.save_cache_artifacts``) for process 2.
+# 2. ``compile, artifacts`` (GPU only): a fresh machine that first loads those artifacts
 #    (``torch.compiler.load_cache_artifacts``); a cache folder kept from an earlier run
-#    holds the same entries without that step. On a GPU the artifacts hold the compiled
+#    holds the same entries without that step. The artifacts hold the compiled Triton
 #    kernels, so this process compiles in its own thread
-#    (``TORCHINDUCTOR_COMPILE_THREADS=1``, see :ref:`compile_time`).
+#    (``TORCHINDUCTOR_COMPILE_THREADS=1``, see :ref:`compile_time`). On a CPU they hold
+#    the kernels' C++ source, which a fresh machine compiles again: :ref:`compile_time`
+#    measures what they save there, and this page skips the process.
 # 3. ``package, fresh``: ``aoti_load_package`` with an empty cache folder.
 # 4. ``package, server``: the package as a Python server would run it, with the cache
 #    folder that process 3 left and ``TORCHINDUCTOR_VEC_ISA_OK=1`` (both explained below
@@ -383,7 +382,7 @@ if mode in ("compile", "artifacts"):  # PyTorch's own timer of the compilation
     mark("Dynamo, AOTAutograd, Inductor", before + float(timed["_compile.compile_inner"]))
 mark("first run")
 torch.save(out, tag + ".pt")
-if mode == "compile":
+if mode == "compile" and device == "cuda":  # for process 2
     open("artifacts.bin", "wb").write(torch.compiler.save_cache_artifacts()[0])
 raised = []
 for size in [1, int(top) + 1] * bool(os.environ.get("AOTI_RUNTIME_CHECK_INPUTS")):
@@ -397,9 +396,8 @@ print("RESULT", json.dumps([marks, dict(fx=fx, raised=raised)]))
 (work_dir / "fresh.py").write_text(SCRIPT)
 
 
-def fresh_process(tag, mode, cache=None, **env):
+def fresh_process(tag, mode, cache, **env):
     """Run the script; its start's parts in seconds, from launch to first result, and notes."""
-    cache = cache or tempfile.mkdtemp(dir=work_dir)
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, **env)
     env.update(TRITON_CACHE_DIR=os.path.join(cache, "triton"), TMPDIR=cache)
     args = [mode, device, tag, WIDTH, HEADS, LAYERS, MAX_BATCH]
@@ -411,8 +409,7 @@ def fresh_process(tag, mode, cache=None, **env):
     marks, notes = json.loads(done.stdout.split("RESULT ")[-1])
     parts = {"Python start": marks[0][1] - launched}
     parts.update({name: at - marks[i][1] for i, (name, at) in enumerate(marks[1:])})
-    parts["start to result"] = marks[-1][1] - launched
-    parts[CXX] = cxx_seconds(launched, marks[-1][1])  # within the parts above
+    parts |= {T: marks[-1][1] - launched, CXX: cxx_seconds(launched, marks[-1][1])}
     notes["printed"] = [ln for ln in done.stderr.splitlines() if ln.startswith("Error")]
     notes["out"] = torch.load(work_dir / f"{tag}.pt")  # its first result
     return parts, notes
@@ -420,56 +417,56 @@ def fresh_process(tag, mode, cache=None, **env):
 
 T, CXX = "start to result", "of which: C++ compiler"  # the table's last two rows
 CHECK, COMPILING = "device check (ISA probes)", "Dynamo, AOTAutograd, Inductor"
-kept = tempfile.mkdtemp(dir=work_dir)  # process 3's cache folder, kept for 4 and 5
-workers = {"TORCHINDUCTOR_COMPILE_THREADS": "1"} if device == "cuda" else {}
+compiled, loaded, kept = [tempfile.mkdtemp(dir=work_dir) for _ in range(3)]
 server = {"TORCHINDUCTOR_VEC_ISA_OK": "1", "AOTI_RUNTIME_CHECK_INPUTS": "1"}
-runs = {
-    "compile, fresh": fresh_process("compile", "compile"),
-    "compile, artifacts": fresh_process("artifacts", "artifacts", **workers),
-    "package, fresh": fresh_process("package", "package", kept),
-    "package, server": fresh_process("server", "package", kept, **server),
-    "package, C++ loader": fresh_process("cpp", "cpp", kept),
-}
-(cold, cold_notes), (artifacts, loaded_notes), (fresh, _) = list(runs.values())[:3]
-assert cold_notes["fx"][0] == 0 and cold_notes["fx"][1] > 0, cold_notes  # all misses
-assert loaded_notes["fx"][0] > 0, loaded_notes  # the artifacts were found
+runs = {"compile, fresh": fresh_process("compile", "compile", compiled)}
+if device == "cuda":  # process 2, which compiles in its own thread
+    one = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    runs["compile, artifacts"] = fresh_process("artifacts", "artifacts", loaded, **one)
+runs["package, fresh"] = fresh_process("package", "package", kept)  # kept for 4 and 5
+runs["package, server"] = fresh_process("server", "package", kept, **server)
+runs["package, C++ loader"] = fresh_process("cpp", "cpp", kept)
+fx = {k: notes["fx"] for k, (_, notes) in runs.items() if k.startswith("compile")}
+assert fx["compile, fresh"][0] == 0 < fx["compile, fresh"][1], fx  # all misses
+assert fx.get("compile, artifacts", [1])[0] > 0, fx  # the artifacts were found
+jit, fresh = list(fx)[-1], runs["package, fresh"][0]  # torch.compile's shortest start
 
 # the compile process's parts, then the loader's; the first run and the sums last
-order = sorted(dict.fromkeys([*artifacts, *fresh]), key=["first run", T, CXX].count)
+order = sorted(dict.fromkeys([*runs[jit][0], *fresh]), key=["first run", T, CXX].count)
 rows = [[part, *[parts.get(part) for parts, _ in runs.values()]] for part in order]
 print(f"{device_name}, torch {torch.__version__}, seconds, one process each")
 print(tabulate(rows, ["part of the start", *runs], "github", floatfmt=".2f"))
-print(f"FX cache hits/misses: fresh {cold_notes['fx']}, artifacts {loaded_notes['fx']}")
+print("FX cache hits/misses:", ", ".join(f"{k} {v}" for k, v in fx.items()))
 
 # %%
 # Each column is one process, as listed above; each row a part of its start, in seconds,
 # in the order the script met them (empty: no such part); "start to result" is their sum,
 # and "of which: C++ compiler" the compiler's time within them. Under the table: the FX
-# graph cache's hits and misses in the two compile processes (the page asserts that the
-# first only missed and the second hit; the package's processes never look). The lines
-# below read the table: each package process's start against that of ``torch.compile``
-# with cache artifacts, and the device check's seconds and share of that start; the
-# shortest start; and what the artifacts changed in the compile process's start, in its
-# compiling, and in its C++ compiler time. Then each start as a bar.
+# graph cache's hits and misses in the compile processes (the page asserts that the
+# first only missed and the second, on a GPU, hit; the package's processes never look).
+# The lines below read the table: each package process's start against the shortest of
+# ``torch.compile`` (with cache artifacts on a GPU, fresh on a CPU), and the device
+# check's share of the package's start; the shortest start; and, on a GPU, what the
+# artifacts changed in the compile process's start, in its compiling, and in its C++
+# compiler time. Then each start as a bar.
 
-for name, (p, _) in list(runs.items())[2:]:  # the package's processes
-    print(
-        f"{name}: {p[T]:.1f} s to result ({p[T] / artifacts[T]:.2f}x compile with "
-        f"artifacts), device check {p.get(CHECK, 0):.1f} s ({p.get(CHECK, 0) / p[T]:.0%})"
-    )
+for name, (p, _) in list(runs.items())[-3:]:  # the package's processes
+    dc, r = p.get(CHECK, 0) / p[T], p[T] / runs[jit][0][T]  # check's share; vs jit
+    print(f"{name}: {p[T]:.1f} s to result ({r:.2f}x {jit}), {dc:.0%} device check")
 print(f"Shortest start here: {min(runs, key=lambda name: runs[name][0][T])}")
 for name, (p, _) in runs.items():
     measure.headline(f"start to result, {name}", p[T], "s")
-pairs = {"start to result": T, "compiling": COMPILING, "C++ compiler": CXX}
-saved = [f"{k} {cold[v]:.2f} -> {artifacts[v]:.2f} s" for k, v in pairs.items()]
-print("With cache artifacts:", ", ".join(saved))
+if jit == "compile, artifacts":  # what the artifacts saved (GPU only)
+    cold, warm = runs["compile, fresh"][0], runs[jit][0]
+    saved = [f"{k} {cold[k]:.2f} -> {warm[k]:.2f} s" for k in (T, COMPILING, CXX)]
+    print("With cache artifacts:", "; ".join(saved))
 
 fig, ax = plt.subplots(figsize=(8, 3.6), layout="constrained")
 W = [[parts.get(part, 0.0) for part in order[:-2]] for parts, _ in runs.values()]
 for k, part in enumerate(order[:-2]):  # the parts, stacked, without their sums
     left = [sum(w[:k]) for w in W]
     ax.barh(list(runs), [w[k] for w in W], left=left, label=part, color=plt.cm.tab20(k))
-ax.set(xlabel=f"seconds, launch to first result ({device_name})", ylim=(4.5, -0.5))
+ax.set(xlabel=f"seconds to first result ({device_name})", ylim=(len(runs) - 0.5, -0.5))
 ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, fontsize=7)
 plt.show()
 
@@ -479,12 +476,14 @@ plt.show()
 #
 # **The compile columns.** Cache artifacts carry the entries of Inductor's FX graph cache
 # (and AOTAutograd's): the process that loads them still traces with Dynamo, but skips
-# AOTAutograd and Inductor's lowering and code generation. A GPU entry holds its
-# compiled Triton kernels. A CPU entry holds its kernels as C++ source, which the
-# loading process compiles again when its cache folder lacks the compiled libraries, as
-# a fresh machine's does: on a CPU, the "of which: C++ compiler" row of the artifacts
-# column is compiling that the artifacts could not save. A cache folder kept from an
-# earlier run holds the compiled libraries too.
+# AOTAutograd and Inductor's lowering and code generation; a GPU entry also holds its
+# compiled Triton kernels. A CPU entry holds its kernels as C++ source, which a process
+# compiles again when its cache folder lacks the compiled libraries, as a fresh
+# machine's does (a cache folder kept from an earlier run holds them). On a CPU, the
+# compile column's "Dynamo, AOTAutograd, Inductor" row also holds the instruction-set
+# probes described next, which each new cache folder runs, and the building of the
+# precompiled header that every kernel includes, once per machine (each process here has
+# its temporary folder, where Inductor keeps that header, inside its cache folder).
 #
 # **The package's columns.** "import Inductor's loader" imports the Python side of the
 # loader, which imports parts of Inductor and Dynamo. "device check (ISA probes)": from
@@ -530,28 +529,36 @@ plt.show()
 # Once running, what does each path cost per call? The page loads the package into this
 # process twice, the second time with ``run_single_threaded=True`` (explained below), and
 # compiles the model here with ``torch.compile``, its batch marked dynamic as in the fresh
-# processes, after loading the cache artifacts that process 1 saved (this compilation is
-# not timed). Each is also called once with a batch of 2, the smallest in the exported
-# range, before the timing starts; the timing asserts that nothing compiles while it
-# runs. The four paths are timed together, interleaved, in this process and with its
-# threads. Timings come from the site's measurement core (:ref:`measuring_recipe`
-# explains it).
+# processes, in the cache folder that process 1 left, so that it can load what that
+# process compiled rather than compile it again (not timed). Each is also called once
+# with a batch of 2, the smallest in the exported range, before the timing starts; the
+# timing asserts that nothing compiles while it runs. The four paths are timed together,
+# interleaved, in this process and with its threads, each call inside a profiler range
+# named after its row (``torch.profiler.record_function``). Timings come from the site's
+# measurement core (:ref:`measuring_recipe` explains it), which also takes each step
+# apart, by what the profiler saw running on this thread.
 
-torch.compiler.load_cache_artifacts((work_dir / "artifacts.bin").read_bytes())
+from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+from torch.profiler import record_function
+
 torch._dynamo.mark_dynamic(x, 0)
-load = torch._inductor.aoti_load_package
+load = lambda **kw: torch._inductor.aoti_load_package(str(package), **kw)  # noqa: E731
 variants = {"eager": model, "torch.compile": torch.compile(model)}
-variants["AOTInductor package"] = load(str(package))
-variants["package, run_single_threaded"] = load(str(package), run_single_threaded=True)
-with torch.no_grad():
+variants["AOTInductor package"] = load()
+variants["AOTInductor package, single-threaded"] = load(run_single_threaded=True)
+steps = {k: record_function(k)(lambda f=f: f(x)) for k, f in variants.items()}
+with torch.no_grad(), temporary_cache_dir(compiled):  # process 1's cache folder
     for fn in variants.values():
-        fn(x), fn(x[:2]), fn(x)  # warm-up: torch.compile compiles here, once
-    res = measure.compare({k: lambda f=f: f(x) for k, f in variants.items()}, device)
+        fn(x), fn(x[:2]), fn(x)  # warm-up: torch.compile loads its graph here, once
+    res = measure.compare(steps, device)
 rows = [[name, *res.cells(name)] for name in res]
 print(f"{device_name}, torch {torch.__version__}, batch {BATCH}")
 print(tabulate(rows, ["steady state", *res.headers()], "github", ["", *res.formats()]))
 for name, ref in zip(list(res)[1:], res):  # each row against the row above it
     print(res.versus(name, ref))
+for name, row in res.items():  # where each step's time went
+    top = sorted(row.parts.items(), key=lambda kv: -kv[1])[:3]
+    print(f"{name}, largest parts (ms):", ", ".join(f"{k} {v:.3f}" for k, v in top))
 
 # %%
 # Each line compares a row with the one above it by their paired timing windows: a tie
@@ -567,6 +574,18 @@ for name, ref in zip(list(res)[1:], res):  # each row against the row above it
 # anything, so back-to-back calls do not queue ahead on the GPU, and each call's CPU work
 # between them shows as time the GPU waited. ``run_single_threaded=True`` skips the
 # instances and their events: safe only when one thread at a time calls the package.
+#
+# The last four lines give each row's three largest parts. The profiler sees into the
+# ``torch.compile``-d call: its guards, the Python wrapper of its compiled code, and the
+# PyTorch operators that code calls. Inside the package's call it sees only the
+# operators called through PyTorch's dispatcher; the generated kernels, compiled C++, and
+# the C++ functions they call directly record nothing. That time falls within the
+# package rows' ranges (named "AOTInductor package ..."), which the core files as
+# ``compiled code`` (without a range, it would be "Python and other host work"): on a
+# CPU, the package's kernels, what they call directly and its Python entry point, so its
+# compiled code can hold work that the ``torch.compile`` row shows apart (``matmul``,
+# ``attention``); on a GPU, the host's side of the call (``waiting: compiled code`` where
+# the GPU waited for it).
 #
 # Same function
 # -------------
@@ -666,7 +685,7 @@ assert len(bounds["raised"]) == 2, bounds
 # * `Control flow: torch.cond
 #   <https://docs.pytorch.org/docs/stable/cond.html>`__
 
-del variants, fn  # a loaded package keeps its unpacked files until released
+del variants, fn, steps  # a loaded package keeps its unpacked files until released
 work.cleanup()  # the package, the scripts, the caches and the outputs
 
 # sphinx_gallery_thumbnail_number = 1

@@ -24,9 +24,9 @@ The decode loop of a language model, at the memory roofline
 
        * PyTorch 2.9 or later, with tabulate
        * :ref:`torch_compile_tutorial` (CUDA graphs) and :ref:`dynamic_shapes_tutorial`
-       * A CUDA GPU with 16 GB or more for the timings (about 1 B parameters in bf16);
-         runs on CPU with a small model in float32. Nothing is downloaded: the weights
-         are random
+       * A CUDA GPU with 24 GB or more for the timings (about 2.2 B parameters in bf16,
+         and a float32 copy for the reference); runs on CPU with a small model in
+         float32. Nothing is downloaded: the weights are random
        * On CPU, Inductor needs a C++ compiler
 """
 
@@ -59,8 +59,8 @@ from torch import nn
 import measure
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
-if device == "cuda":  # the width of an 8 B model, 4 of its 32 layers: about 1.1 B
-    cfg = dict(dim=4096, layers=4, heads=32, kv_heads=8, ffn=14336, vocab=32000)
+if device == "cuda":  # the width of a 70 B model, 2 of its 80 layers: about 2.2 B
+    cfg = dict(dim=8192, layers=2, heads=64, kv_heads=8, ffn=28672, vocab=32000)
     dtype, max_len, prompt_len = torch.bfloat16, 1024, 64
     sweep = [(1, 1024), (16, 1024), (64, 1024), (256, 1024), (16, 8192)]  # batch, cache
 else:
@@ -129,14 +129,10 @@ class Decoder(nn.Module):
         self.blocks = nn.ModuleList(
             Block(dim, heads, kv_heads, ffn) for _ in range(layers)
         )
-        self.norm, self.out = (
-            nn.RMSNorm(dim, eps=1e-5),
-            nn.Linear(dim, vocab, bias=False),
-        )
+        self.norm = nn.RMSNorm(dim, eps=1e-5)
+        self.out = nn.Linear(dim, vocab, bias=False)
         hd, longest = dim // heads, max(length for _, length in sweep)
-        angle = torch.outer(
-            torch.arange(longest), 5e5 ** -(torch.arange(0, hd, 2) / hd)
-        )
+        angle = torch.arange(longest)[:, None] * 5e5 ** -(torch.arange(0, hd, 2) / hd)
         self.register_buffer("rope", torch.stack([angle.cos(), angle.sin()], -1))
 
     def forward(self, tokens, pos, cache):  # tokens: (batch, time); pos: (time,)
@@ -157,12 +153,10 @@ def new_cache(kind, batch=1, length=max_len):
     if kind != "static":
         return [[] if kind == "grow" else None for _ in range(cfg["layers"])]
     shape = (batch, cfg["kv_heads"], length, cfg["dim"] // cfg["heads"])
-    cache = []
-    for _ in range(cfg["layers"]):
-        pair = tuple(torch.zeros(shape, dtype=dtype, device=device) for _ in "kv")
-        for t in pair:
-            torch._dynamo.mark_static_address(t)
-        cache.append(pair)
+    cache = [tuple(torch.zeros(shape, dtype=dtype, device=device) for _ in "kv")]
+    cache += [tuple(t.clone() for t in cache[0]) for _ in range(cfg["layers"] - 1)]
+    for t in (t for pair in cache for t in pair):
+        torch._dynamo.mark_static_address(t)
     return cache
 
 
@@ -194,10 +188,7 @@ def generate(prefill, step, prompt, n, cache, forced=None):
     logits = [prefill(prompt, pos, cache)]
     pos = pos[-1:] + 1
     for i in range(n):
-        if forced is None:
-            token = logits[-1].argmax(-1, keepdim=True)
-        else:
-            token = forced[i]
+        token = logits[-1].argmax(-1, keepdim=True) if forced is None else forced[i]
         torch.compiler.cudagraph_mark_step_begin()  # a new step: see below
         logits.append(step(token, pos, cache).clone())
         pos = pos + 1
@@ -209,13 +200,11 @@ with torch.no_grad():
     reference = Decoder(**cfg).to(device, ref_dtype).eval()
     reference.load_state_dict(model.state_dict())
     seq, none = torch.cat([prompt, forced.view(1, -1)], 1), new_cache("none")
-    expected = torch.stack(
-        [
-            reference(seq[:, :n], torch.arange(n, device=device), none)
-            for n in range(prompt_len, seq.shape[1] + 1)
-        ],
-        1,
-    ).float()
+    lengths = range(prompt_len, seq.shape[1] + 1)
+    outs = [
+        reference(seq[:, :n], torch.arange(n, device=device), none) for n in lengths
+    ]
+    expected = torch.stack(outs, 1).float()
 del reference
 errors = {}
 
@@ -271,11 +260,8 @@ if device == "cuda":  # "triton.cudagraphs" is what mode="reduce-overhead" sets
     for tune in (False, True):
         opts = {"triton.cudagraphs": True, "coordinate_descent_tuning": tune}
         step = torch.compile(decode_fn, fullgraph=True, options=opts)
-        variants["compiled + CUDA graphs" + ", tuned" * tune] = (
-            "static",
-            prefill,
-            step,
-        )
+        name = "compiled + CUDA graphs" + ", tuned" * tune
+        variants[name] = ("static", prefill, step)
 measure.watch_cxx()
 cold = measure.cold_compile(
     generate, prefill, compiled, prompt, 2, new_cache("static"), device=device
@@ -306,12 +292,13 @@ print(f"prompts of 5, 17 and 40 tokens, 32 new tokens each: {recompiles} recompi
 # generation loop runs step after step without waiting, and a short window would add
 # the GPU's idle start of each window to every step. A step must read the weights (of
 # the embedding table, one row) and the keys and values of the positions so far: those
-# bytes at the measured copy speed are the step's roofline. The "first generation"
+# bytes at the speed of a large copy, timed in the same windows as the steps, are the
+# step's roofline. The batch and cache shapes of the last section are timed in the same
+# windows too. The "first generation"
 # column is each variant's first checked generation with a warm compile cache, compile
 # included where the variant had not compiled yet ("compiled" had: the cold compile
 # above, from an empty cache, is its compile time).
 
-copy, _ = measure.copy_bandwidth(device)  # bytes per ms
 size = model.out.weight.element_size()
 weights = (params - model.embed.weight.numel()) * size
 kv_per_pos = 2 * cfg["layers"] * cfg["kv_heads"] * cfg["dim"] // cfg["heads"] * size
@@ -332,25 +319,46 @@ def timed(kind, step, batch=1, length=max_len):
     )
 
 
+assert sweep[0] == (1, max_len)  # the sweep's first shape is a variant's own step
+swept = ["compiled + CUDA graphs" if device == "cuda" else "eager, static cache"]
 with torch.no_grad():
     steps = {name: timed(kind, step) for name, (kind, _, step) in variants.items()}
-    need = (weights + kv_per_pos * (at + 1)) / copy  # ms
-    res = measure.compare(steps, device, window_ms=50, roofline_ms=need)
-rows = [[n, 1e3 / r.ms, 100 * need / r.ms, first[n], errors[n]] for n, r in res.items()]
+    for b, n in sweep[1:]:
+        swept.append(f"batch {b}, cache {n}")
+        steps[swept[-1]] = timed("static", variants[swept[0]][2], b, n)
+    must_read = weights + kv_per_pos * (at + 1)
+    res = measure.compare(steps, device, window_ms=50, roofline_bytes=must_read)
+need, copy = res.roofline_ms, res.bytes_per_ms  # ms per step; bytes per ms
+rows = [
+    [n, 1e3 / res[n].ms, 100 * need / res[n].ms, first[n], errors[n]] for n in variants
+]
 rows = [row + res.cells(row[0]) for row in rows]
 heads = ["variant", "tokens/s", "% of copy", "first generation (s)", "logit error"]
 fmt = ["", ".0f", ".1f", ".1f", ".1e", *res.formats()]
 print(tabulate(rows, heads + res.headers(), "github", fmt))
-best = min(res, key=lambda n: res[n].ms)
+best = min(variants, key=lambda n: res[n].ms)
+unwritten = kv_per_pos * (max_len - at - 1)  # bytes a static cache reads beyond them
 print(
-    f"A step must read {need * copy / 1e9:.3f} GB; at the measured copy speed of "
+    f"A step must read {must_read / 1e9:.3f} GB; at the measured copy speed of "
     f"{copy / 1e6:.0f} GB/s the roofline is {need:.3f} ms per token "
-    f"({1e3 / need:.0f} tokens/s). Fastest: {best}, {100 * need / res[best].ms:.0f} %."
+    f"({1e3 / need:.0f} tokens/s). Fastest: {best}, {100 * need / res[best].ms:.0f} %. "
+    f"The roofline counts the {at + 1} positions written; a static cache reads all "
+    f"{max_len}, {unwritten / 1e6:.1f} MB more ({100 * unwritten / must_read:.2f} %)."
 )
-print(res.versus(best, "eager, growing cache", headline_as="fastest vs eager, growing"))
+if device == "cpu":  # the copy's bytes read and written, MiB
+    streamed = copy * res.copy.ms / 2**20
+    print(
+        f"On a CPU the weights ({weights / 2**20:.0f} MiB) can stay in the caches from "
+        f"step to step, while the copy streams {streamed:.0f} MiB: here the roofline "
+        "is a reference, and a step may beat it"
+    )
+fast = min(list(variants)[1:], key=lambda n: res[n].ms)  # the fastest but the first
+print(res.versus(fast, "eager, growing cache", headline_as="fastest vs eager, growing"))
 measure.headline("fastest step, % of copy roofline", 100 * need / res[best].ms, "%")
+print(res.versus("eager, static cache", "eager, growing cache"))
 print(res.versus("compiled", "eager, static cache"))
-plt.figure(figsize=(7, 2.6)).gca().barh(list(res), [1e3 / r.ms for r in res.values()])
+ax = plt.figure(figsize=(7, 2.6)).gca()
+ax.barh(list(variants), [1e3 / res[n].ms for n in variants])
 plt.xlabel(f"tokens/s at batch 1, {device_name}; the roofline: {1e3 / need:.0f}")
 plt.show()
 if device == "cuda":  # what tuning bought, against what it cost at compile time
@@ -368,8 +376,6 @@ if device == "cuda":  # what tuning bought, against what it cost at compile time
 # reads the cache (all ``max_len`` positions of a static one), the GPU waits between
 # kernels and steps, and everything else. Each group's excess over the time its bytes
 # take at copy speed is its piece of the gap to the roofline; the pieces add up to it.
-# (On a CPU the small model's weights fit in the caches, and a group can beat its share
-# of a roofline set by the copy speed of memory.)
 
 kind, pre, step = variants[best]
 cache, took = new_cache(kind), []
@@ -415,32 +421,27 @@ print(
 # Batch size and cache length
 # ---------------------------
 #
-# A batch of sequences shares one read of the weights, so while the weights dominate
-# the bytes, a step's time barely grows with the batch and tokens per second grow
-# almost with it. Each sequence also reads its own cache: with a static cache, every
-# step reads all of its positions, written or not, so a long cache costs on every step.
-# The sweep replays the untuned CUDA graphs on a GPU (tuning would run again for every
-# new shape) and runs eager on a CPU (a compiled step would compile again for each).
+# A batch of sequences shares one read of the weights: a step's bytes grow only by each
+# sequence's cache, while its arithmetic grows with the batch. How much longer a larger
+# batch's step takes, and so how far tokens per second follow the batch, is measured
+# below. With a static cache every step reads all of its positions, written or not, so
+# a long cache costs on every step. The shapes are those of the untuned CUDA graphs on
+# a GPU (tuning would run again for every new shape) and of eager on a CPU (a compiled
+# step would compile again for each); their first row is that variant's step above.
 
-sweep_step = variants["compiled + CUDA graphs"][2] if device == "cuda" else model
-with torch.no_grad():
-    steps = {
-        f"batch {b}, cache {n}": timed("static", sweep_step, b, n) for b, n in sweep
-    }
-    swept = measure.compare(steps, device, window_ms=50)
 rows = []
-for (b, n), (name, r) in zip(sweep, swept.items()):
-    read = weights + b * kv_per_pos * n  # all of a static cache, every step
+for (b, n), name in zip(sweep, swept):
+    r, read = res[name], weights + b * kv_per_pos * n  # all of a static cache
     rows.append([b, n, b * 1e3 / r.ms, read / 1e9, 100 * read / copy / r.ms])
-    rows[-1] += swept.cells(name)
-heads = ["batch", "cache", "tokens/s", "GB read", "% of copy", *swept.headers()]
-print(tabulate(rows, heads, "github", ["", "", ".0f", ".3f", ".1f", *swept.formats()]))
-(one, *_, many, _), grew = swept.values(), sweep[-2][0] / sweep[0][0]
+    rows[-1] += res.cells(name)
+heads = ["batch", "cache", "tokens/s", "GB read", "% of copy", *res.headers()]
+print(tabulate(rows, heads, "github", ["", "", ".0f", ".3f", ".1f", *res.formats()]))
+one, many, grew = res[swept[0]], res[swept[-2]], sweep[-2][0] / sweep[0][0]
 print(
     f"From batch {sweep[0][0]} to {sweep[-2][0]} the step took {many.ms / one.ms:.2f}x "
     f"as long for {grew:.0f}x the tokens: {grew * one.ms / many.ms:.1f}x the tokens/s"
 )
-print(swept.versus(list(swept)[-1], f"batch {sweep[-1][0]}, cache {sweep[0][1]}"))
+print(res.versus(swept[-1], f"batch {sweep[-1][0]}, cache {sweep[0][1]}"))
 print(
     f"A static cache reads as many bytes as the weights at batch x cache length = "
     f"{weights / kv_per_pos:,.0f} positions: size it to the longest sequence served"

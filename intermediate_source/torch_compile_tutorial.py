@@ -14,9 +14,9 @@ Introduction to ``torch.compile``
        * What ``torch.compile`` does: TorchDynamo, AOTAutograd and TorchInductor
        * How to compile a function and an ``nn.Module``, and how to check the result
          against a float64 reference
-       * What compiling buys a ResNet-18 in inference and a small GPT in training, and how
-         to tell whether a step is bound by the CPU or by the GPU
-       * What a deployment adds: CUDA graphs on a GPU, freezing on a CPU
+       * What compiling changes for a ResNet-18 in inference and a small GPT in
+         training, and how to tell whether a step is bound by the CPU or by the GPU
+       * What settings for deployment change: CUDA graphs on a GPU, freezing on a CPU
        * What a cold and a warm compile cost, and what the ``default``,
          ``reduce-overhead`` and ``max-autotune`` modes trade
        * How new input shapes cause recompiles, and how to see and avoid them
@@ -31,6 +31,9 @@ Introduction to ``torch.compile``
          as current CUDA wheels need) the page times the GPU; elsewhere it runs on the CPU
          with smaller sizes, where Inductor writes C++ and so needs a C++ compiler and the
          Python headers (``python3-dev`` or similar)
+       * On a 2-core CPU it runs in about 1 to 1.5 minutes with about 1.3 GiB of memory.
+         On a GPU with more than 24 GiB free it uses about 15 GiB of GPU memory (with
+         less, the GPT's batch is smaller)
 """
 
 # %%
@@ -65,7 +68,6 @@ Introduction to ``torch.compile``
 import contextlib
 import copy
 import io
-import logging
 import logging.handlers
 import os
 import re
@@ -93,9 +95,9 @@ if device == "cuda":
     CNN_BATCH, IMAGE = 16, 224
     GPT = dict(layers=6, dim=768, heads=12, vocab=8192, seq=1024)
     GPT_BATCH = 8 if torch.cuda.mem_get_info()[0] > 24 * 2**30 else 2
-    # bfloat16 autocast where the GPU has native bfloat16 (compute capability 8.0+).
-    bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
-    AMP_DTYPE = torch.bfloat16 if bf16 else None
+    # bfloat16 autocast where the GPU has native bfloat16 (compute capability 8.0+);
+    # False: emulated bfloat16 does not count
+    AMP_DTYPE = torch.bfloat16 if torch.cuda.is_bf16_supported(False) else None
 else:
     device_name = f"CPU, {torch.get_num_threads()} threads"
     CNN_BATCH, IMAGE = 4, 128
@@ -119,47 +121,59 @@ print(f"GPT: {GPT}, batch {GPT_BATCH}, autocast {AMP_DTYPE or 'off'}")
 # On a GPU the CPU only queues kernels, and the GPU runs them behind it. Whether a step is
 # bound by the CPU or by the GPU decides what can make it faster, so the table measures
 # it: **busy %** is the GPU's kernel time per step over the step time measured without
-# the profiler. At 85 % or more, **bound** says ``GPU``: only less GPU work (fusion,
-# lower precision) makes the step faster. Below, it says ``CPU``: the GPU waited for the
-# CPU (Python, guards, kernel launches), and fewer or cheaper launches help. A CPU both
-# runs the Python and computes, so its tables have no GPU columns.
+# the profiler. At 85 % or more, **bound** says ``GPU``: the CPU keeps ahead, and less
+# GPU work (fusion, lower precision) is what makes the step faster. Below, it says
+# ``CPU``: the GPU waited for the CPU (Python, guards, kernel launches), and less CPU
+# work per step (fewer operator calls and launches, CUDA graphs) is what makes it
+# faster. A CPU both runs the Python and computes, so its tables have no GPU columns.
 #
 # ``show`` prints the table, then reads each row against the row above it (in a longer
 # table, the last row against the first too): both medians, the ratio of their paired
 # windows with its interval (a tie when the interval holds 1.00x), and otherwise the
 # parts of the step that moved most, which add up to the gap. On a GPU the parts are
 # kernel time by family and the time the GPU waited, charged to what the CPU did
-# meanwhile; on a CPU, the main thread's time by family. A last line per row says what
-# bounds it and names its largest parts, and a chart shows the step times, on a GPU
-# split into busy and waiting time.
+# meanwhile; on a CPU, the main thread's time by family. That split says where on the
+# GPU's timeline a gap fell, not which side's work changed: in a CPU-bound step the CPU
+# keeps issuing work while the kernels run, so its time hides under the busy time too.
+# So on a GPU one more line says what set each of the two steps, with the CPU's time to
+# issue a step (timed without the profiler and without waiting for the GPU) and the
+# GPU's busy time. Where the CPU set both steps, their gap is in the CPU's work per
+# step; where the GPU set both, in the kernels. A last line per row names its largest
+# parts, and a chart shows the step times, on a GPU split into busy and waiting time.
 
 
-def show(results, title):
+def show(results, title, more=()):
     names = list(results)
     rows = [[name, *results.cells(name)] for name in names]
     print(tabulate(rows, ["", *results.headers()], "github", ["", *results.formats()]))
     first_last = [(names[0], names[-1])]  # kept as the table's headline result
-    for ref, name in list(zip(names, names[1:])) + first_last * (len(names) > 2):
+    for ref, name in [*zip(names, names[1:]), *first_last * (len(names) > 2), *more]:
         label = f"{title}: {name} vs {ref}" if (ref, name) == first_last[0] else None
         print(results.versus(name, ref, headline_as=label))
+        a, b = results[ref], results[name]
+        if b.busy is not None:  # a GPU: what set each step (one side, or each in turn)
+            by = " -> ".join(dict.fromkeys(f"the {x.bound}'s work" for x in (a, b)))
+            n0, n = (sum(x.kernels.values()) for x in (a, b))
+            print(
+                f"  {a.bound}-bound -> {b.bound}-bound: each step set by {by}. The CPU "
+                f"issued a step in {a.issue_ms:.3f} -> {b.issue_ms:.3f} ms; the GPU ran "
+                f"{n0:.0f} -> {n:.0f} kernels, busy {a.busy_ms:.3f} -> {b.busy_ms:.3f} ms"
+            )
     for name, r in results.items():  # where each step's time went, largest parts first
         top = sorted(r.parts.items(), key=lambda kv: -kv[1])[:3]
-        bound = "" if r.busy is None else f", {r.bound}-bound (GPU busy {r.busy:.0f} %)"
         spent = "; ".join(f"{part} {100 * ms / r.ms:.0f} %" for part, ms in top)
-        print(f"{name}: {r.ms:.3f} ms{bound}; largest parts: {spent}")
-    step = [results[name].ms for name in names]
+        print(f"{name}: {r.ms:.3f} ms; largest parts: {spent}")
     busy = [results[name].busy_ms or 0.0 for name in names]  # 0 on a CPU
-    fig, ax = plt.subplots(figsize=(7, 1.8 + 0.45 * len(names)))
+    waiting = [results[name].ms - b for name, b in zip(names, busy)]
+    fig, ax = plt.subplots(figsize=(7, 1.8 + 0.45 * len(names)), layout="constrained")
     ax.barh(names, busy, color="C0", label="GPU busy")
-    waiting = [t - b for t, b in zip(step, busy)]
     grey = "0.75" if device == "cuda" else "C0"  # the whole step on a CPU
     ax.barh(names, waiting, left=busy, color=grey, label="GPU waiting")
     if device == "cuda":
         ax.legend(loc="lower right")
     ax.invert_yaxis()
     ax.set(xlabel="ms per step (median)", title=f"{title}, {device_name}")
-    ax.set_xlim(0, 1.4 * max(step))  # room for the legend
-    fig.tight_layout()  # keeps the row names and the x label inside the figure
+    ax.set_xlim(0, 1.4 * max(r.ms for r in results.values()))  # room for the legend
     plt.show()
 
 
@@ -172,11 +186,8 @@ def show(results, title):
 # under a low-precision autocast) plus a tiny floor.
 
 
-def check(label, eager, compiled, reference, factor=2.0):
-    errors = [
-        ((t.double() - reference).norm() / reference.norm()).item()
-        for t in (eager, compiled)
-    ]
+def check(label, eager, compiled, ref, factor=2.0):
+    errors = [float((t.double() - ref).norm() / ref.norm()) for t in (eager, compiled)]
     print(f"{label}: error vs float64, eager {errors[0]:.1e}, compiled {errors[1]:.1e}")
     assert errors[1] <= factor * errors[0] + 1e-5, (label, errors)
 
@@ -186,10 +197,11 @@ def check(label, eager, compiled, reference, factor=2.0):
 # --------------------
 #
 # Here is the tanh approximation of GELU written out by hand. In eager PyTorch each
-# arithmetic operation is its own kernel, which reads its input from memory and writes
-# its result back. Compiled, Inductor fuses the whole expression into one kernel that
-# reads ``x`` once and writes the result once. (On a GPU whose L2 cache holds ``x``, 50
-# MB on an H100, these kernels can run faster than a copy to and from its memory.)
+# arithmetic operation is its own operator call and its own kernel, which reads its
+# input from memory and writes its result back. Compiled, Inductor fuses the whole
+# expression into one kernel that reads ``x`` once and writes the result once, called
+# from one compiled function. (On a GPU whose L2 cache holds ``x``, 50 MB on an H100,
+# these kernels can run faster than a copy to and from its memory.)
 
 
 def gelu_tanh(x):
@@ -208,12 +220,16 @@ show(measure.compare(variants, device), "gelu_tanh")
 # times later calls only, and asserts that nothing compiled while it timed.
 # ``@torch.compile`` written above a ``def`` does the same as ``torch.compile(fn)``.
 #
-# Fusion shortens the work on the data: one kernel in place of eight, each of which
-# reads and writes the whole tensor. A step also holds work paid on every call,
-# whatever the size: checking the guards, entering the compiled code, launching the
-# kernel. Fusion does not shorten that. A row that reads ``CPU``-bound had the GPU idle
-# for part of its step (busy under 85 %); its ``waiting:`` parts say what the CPU did
-# meanwhile.
+# Fusing the eight operations saves work on two sides. On the data: one kernel reads
+# and writes a tensor of ``x``'s size where eight kernels did, which is less time in
+# kernels. On the calls: the CPU calls one compiled function that launches one kernel,
+# instead of eight operators that launch one kernel each; but the compiled call has
+# costs of its own, paid on every call whatever the size: checking its guards and
+# entering the compiled code. On a GPU a step shows the saving of the side that set it,
+# which the line under the comparison reads from this run's measurements: a step the
+# CPU set gains only what the CPU saved, however much kernel time went. On a CPU the
+# main thread both calls the operators and runs them (with the other cores), so the
+# parts split its time into eager operators and compiled code.
 #
 # Compiling a module
 # ------------------
@@ -277,8 +293,7 @@ with fresh_cache():
         counters.clear()
         start, wall = time.perf_counter(), time.time()
         logits = infer(compiled_cnn)
-        if device == "cuda":
-            torch.cuda.synchronize()
+        getattr(torch, device).synchronize()  # torch.cuda's, or torch.cpu's (no-op)
         seconds = time.perf_counter() - start
         timed = dict(zip(*compile_times("csv", aggregate=True)))
         cxx = watch.seconds(wall, time.time()) if watch else float("nan")
@@ -318,8 +333,8 @@ check("ResNet-18 logits", infer(cnn), logits, reference)
 # Keeping the cache between runs (``TORCHINDUCTOR_CACHE_DIR``) gives a new process the
 # warm compile; :ref:`compile_time` measures where compile time goes and how to cut it.
 #
-# Modes, and what compiling buys in inference
-# -------------------------------------------
+# Modes, and what compiling changes in inference
+# ----------------------------------------------
 #
 # ``mode`` picks a preset of Inductor options:
 #
@@ -332,8 +347,8 @@ check("ResNet-18 logits", infer(cnn), logits, reference)
 #   page skips it there.
 # * ``"max-autotune"`` benchmarks several implementations of each matrix product and
 #   convolution (Triton templates beside cuBLAS and cuDNN) and keeps the fastest, and uses
-#   CUDA graphs. Its compile takes many times longer, so this page does not run it: it is
-#   for code that runs long enough to repay that, such as a deployed model.
+#   CUDA graphs. Timing the candidates lengthens its compile, so this page does not run
+#   it: it is for code that runs long enough to repay that, such as a deployed model.
 #
 # ``torch._inductor.list_mode_options`` shows what each preset sets:
 
@@ -341,10 +356,10 @@ for mode in ["default", "reduce-overhead", "max-autotune"]:
     print(f"{mode:16s} {torch._inductor.list_mode_options(mode)}")
 
 # %%
-# The table times a forward pass of ResNet-18, eager and compiled, and then what a
-# deployment adds on each device. On a GPU, that is ``reduce-overhead``, and the
-# ``bound`` column says whether the GPU sat waiting for the CPU, and so which of fusion
-# (less GPU work) or CUDA graphs (less CPU work) can help.
+# The table times a forward pass of ResNet-18, eager and compiled, and then a setting
+# for deployment on each device. On a GPU, that is ``reduce-overhead``, and the
+# ``bound`` column says whether the GPU sat waiting for the CPU, and so whether less GPU
+# work or less CPU work per step can help (CUDA graphs cut the CPU's launch work).
 #
 # A CPU has no CUDA graphs; what is set there for inference is the memory layout and
 # *freezing*. oneDNN's convolutions run in the channels-last layout (NHWC), which
@@ -382,7 +397,8 @@ else:
     cxx = frozen.cxx if watch else float("nan")
     print(f"Freezing's cold compile: {frozen.seconds:.1f} s, C++ compiler {cxx:.1f} s")
     variants["compiled, freezing"] = lambda: infer(frozen_cnn)
-show(measure.compare(variants, device), "ResNet-18 inference")
+like_for_like = [("eager, channels_last", "compiled, freezing")] * (device == "cpu")
+show(measure.compare(variants, device), "ResNet-18 inference", like_for_like)
 
 # %%
 # The convolutions run in cuDNN or oneDNN in every row. What compiling changes is the
@@ -391,9 +407,15 @@ show(measure.compare(variants, device), "ResNet-18 inference")
 # checks its guards. On a CPU, the unfrozen compiled code also copies the weights, as
 # said above, which its ``compiled code`` part includes. The lines under the table
 # read each row against the row above it, so the parts of each gap name what a setting
-# changed; the last lines say what bounds each row and where its time went. How much
-# of a step lies outside the convolutions depends on the machine, so measure with the
-# sizes, precision and hardware you will run with.
+# changed; on a GPU, the line under each comparison says whether the CPU's work or the
+# GPU's set each step; the last lines say where each row's time went. On a CPU, the
+# last comparison is like for like: freezing against eager in the channels-last layout,
+# which compiled code uses too, so the layout's own effect is not in its gap (the line
+# before it, against eager in the default layout, includes it). A row's spread is the
+# scatter of its own windows, which a busy machine widens, at times past a gap; the
+# verdicts rest on the paired intervals, which compare windows timed back to back. How
+# much of a step lies outside the convolutions depends on the machine, so measure with
+# the sizes, precision and hardware you will run with.
 #
 # Training a small GPT
 # --------------------
@@ -486,8 +508,9 @@ show(measure.compare(variants, device), "GPT training step, fused AdamW")
 # additions) has a matching one in the backward for Inductor to fuse, and AOTAutograd
 # may recompute cheap activations in the backward instead of storing them and reading
 # them back. The matrix products and the attention run in the same library kernels in
-# both rows, so what compiling shortens is mostly the rest of the step: the largest
-# parts of each row show how much of the step that rest is.
+# both rows, so what compiling can change is the rest of the step: the largest parts of
+# each row show how much of the step that rest is, and on a GPU the line under the
+# comparison says whether the CPU's work or the GPU's set each step.
 #
 # Dynamic shapes and recompiles
 # -----------------------------
@@ -632,11 +655,12 @@ print(f"fullgraph=True: {counters['stats']['unique_graphs']} graph, no break")
 # ----------
 #
 # ``torch.compile`` turns a function or a module into compiled code with one line, and a
-# float64 reference tells whether it still computes the same thing. Whether it pays off
-# depends on what bounds a step: fusion shrinks GPU work, CUDA graphs
-# (``mode="reduce-overhead"``) shrink CPU launch work, and the GPU's busy share (kernel
-# time from ``torch.profiler`` over the step time measured without it) says which one a
-# step needs. On a CPU, compiling fuses the work between the library kernels (matrix
+# float64 reference tells whether it still computes the same thing. What it saves
+# depends on what sets a step: fusion cuts both the GPU's work and the calls and
+# launches the CPU makes, CUDA graphs (``mode="reduce-overhead"``) cut the CPU's launch
+# work further, and the GPU's busy share (kernel time from ``torch.profiler`` over the
+# step time measured without it) says which side a step waits on, and so which saving it
+# can show. On a CPU, compiling fuses the work between the library kernels (matrix
 # products, convolutions), and for inference, freezing also folds batch norms into the
 # convolutions and packs their weights once. Compile time is paid once per process and
 # set of shapes (on a CPU, partly in the C++ compiler, which the cold compile measured);

@@ -17,8 +17,8 @@ Cutting compile time: caches, portable cache artifacts, regional compilation
        * What Inductor's on-disk caches save in a new process, proved with their hit and
          miss counters
        * How to carry a compile cache to a fresh process with
-         ``torch.compiler.save_cache_artifacts`` and ``load_cache_artifacts``, and when that
-         process can do without Inductor's compile workers
+         ``torch.compiler.save_cache_artifacts`` and ``load_cache_artifacts``, and what
+         Inductor's compile workers cost such a process at its exit
        * How compiling the repeated block instead of the whole model (regional compilation)
          changes the cold compile time and the time per call
 
@@ -30,7 +30,8 @@ Cutting compile time: caches, portable cache artifacts, regional compilation
          need it); runs on CPU with smaller sizes
        * On CPU, Inductor needs a C++ compiler and the Python headers (the page stops at
          its first cell without one); on Linux the page times the compiler apart from the
-         rest of Inductor. A 2-core CPU runs it in about 2 minutes with about 1 GB of memory
+         rest of Inductor. A 2-core CPU runs it in 2.5-5 minutes (the longer on a busy
+         machine), with about 1 GB of memory
 """
 
 # %%
@@ -56,6 +57,7 @@ Cutting compile time: caches, portable cache artifacts, regional compilation
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -105,7 +107,9 @@ if device == "cuda":
     WIDTH, HEADS, LAYERS, BATCH, SEQ = 1024, 16, 8, 8, 512
 else:
     device_name = f"CPU, threads: {torch.get_num_threads()}"
-    WIDTH, HEADS, LAYERS, BATCH, SEQ = 32, 4, 3, 4, 32  # no CUDA GPU: a smaller model
+    WIDTH, HEADS, LAYERS, BATCH, SEQ = 32, 4, 2, 4, 32  # no CUDA GPU: a smaller model
+# On a CPU, the fresh processes below skip Inductor's tests of the vector instructions
+SKIP = {"TORCHINDUCTOR_VEC_ISA_OK": "1"} if device == "cpu" else {}  # (see there)
 print(f"torch {torch.__version__} on {device_name}; {LAYERS} blocks, width {WIDTH}")
 model = make_model(WIDTH, HEADS, LAYERS, device)
 x = torch.randn(BATCH, SEQ, WIDTH, device=device)
@@ -114,12 +118,17 @@ x = torch.randn(BATCH, SEQ, WIDTH, device=device)
 # A fresh process, taken apart
 # ----------------------------
 #
-# A small script builds the model from ``MODEL_CODE``, compiles it and calls it once. It
-# runs in four new processes, each with a new, empty cache folder: one compiles and saves
-# cache artifacts (below); two load them first, with Inductor's default compile workers
-# and with ``TORCHINDUCTOR_COMPILE_THREADS=1``, which makes Inductor compile in the process
-# itself and start no workers; the last compiles each block on its own (regional
-# compilation, further down). The script takes a timestamp after each part of its life.
+# A small script builds the model from ``MODEL_CODE``, compiles it and calls it once, in
+# a new process with a new, empty cache folder. Three columns run it three ways:
+# ``compile, save`` compiles and saves cache artifacts (below); ``load`` loads them
+# first; ``regional`` compiles each block on its own (regional compilation, further
+# down). A machine's speed drifts while a page runs (other work on
+# the host, clock and cache states), so one process per column would compare moments as
+# much as columns. The page runs every column once in each of three rounds, in an order
+# that turns by one column a round (the first round starts with the save whose artifacts
+# the loads read), and compares two columns round by round, as :ref:`measuring_recipe`
+# pairs the timing windows of two steps. The script takes a timestamp after each part of
+# its life.
 # It imports Dynamo and Inductor explicitly, each after a stamp of its own, so that
 # neither one-time import is counted as ``import torch`` or as compiling (importing
 # ``torch._dynamo`` also imports SymPy and, where it is installed, Triton).
@@ -161,7 +170,7 @@ STAGES += ("AOTAutogradCache.inductor_load",)  # Inductor's part of a cache hit
 PRELUDE = """
 import atexit, json, sys, threading, time
 T, EXIT = [("start", time.time())], []
-atexit.register(lambda: print("EXIT", json.dumps([T, EXIT, time.time()])))  # runs last
+atexit.register(lambda: print("EXIT", json.dumps([T, EXIT])))  # runs last
 def timed(register):  # wraps each exit handler registered from now on
     def wrap(fn, *args, **kwargs):
         def run():
@@ -171,24 +180,21 @@ def timed(register):  # wraps each exit handler registered from now on
         register(run)
         return fn
     return wrap
-atexit.register = timed(atexit.register)
-threading._register_atexit = timed(threading._register_atexit)
+atexit.register, threading._register_atexit = timed(atexit.register), timed(threading._register_atexit)
 """
 SCRIPT = """
-mode, path, device = sys.argv[1:]
+mode, path, device = sys.argv[1:]  # mode: compile (and save), load or regional
 width, heads, layers, batch, seq = SIZES
 T.append(("import torch", time.time()))  # MODEL_CODE imported it
 from torch._dynamo.utils import counters, compile_times
 T.append(("import Dynamo", time.time()))
-torch.ones(1, device=device).sum().item()  # on a GPU, creates the CUDA context
-T.append(("CUDA init", time.time()))
-model = make_model(width, heads, layers, device)
+model = make_model(width, heads, layers, device)  # on a GPU, creates the CUDA context
 if mode == "regional":  # compile each block in place
     for block in model: block.compile(fullgraph=True)
 else:
     model = torch.compile(model, fullgraph=True)
 x = torch.randn(batch, seq, width, device=device)
-T.append(("build the model", time.time()))
+T.append(("CUDA init, build the model", time.time()))
 if mode == "load": torch.compiler.load_cache_artifacts(open(path, "rb").read())
 T.append(("load artifacts", time.time()))
 import torch._inductor.compile_fx  # Inductor's one-time import
@@ -196,14 +202,12 @@ T.append(("import Inductor", time.time()))
 with torch.no_grad():
     model(x).sum().item()  # .item() waits for the device
 T.append(("first call", time.time()))
-if mode == "save": open(path, "wb").write(torch.compiler.save_cache_artifacts()[0])
-T.append(("save artifacts", time.time()))
-fx = [counters["inductor"][f"fxgraph_cache_{k}"] for k in ("hit", "miss")]
-info = [*fx, counters["aot_autograd"]["autograd_cache_hit"], counters["stats"]["unique_graphs"]]
-stages = dict(zip(*compile_times(repr="csv", aggregate=True)))
-threads = torch._inductor.config.compile_threads
-print("RESULT", json.dumps([threads, *info, [float(stages.get(k, 0)) for k in STAGES]]))
-T.append(("read the counters", time.time()))
+if mode == "compile": open(path, "wb").write(torch.compiler.save_cache_artifacts()[0])
+c, stages = counters, dict(zip(*compile_times(repr="csv", aggregate=True)))
+info = [torch._inductor.config.compile_threads, c["inductor"]["fxgraph_cache_hit"]]
+info += [c["inductor"]["fxgraph_cache_miss"], c["aot_autograd"]["autograd_cache_hit"]]
+print("RESULT", json.dumps([*info, c["stats"]["unique_graphs"], [float(stages.get(k, 0)) for k in STAGES]]))
+T.append(("save artifacts, read the counters", time.time()))
 """
 work_dir = tempfile.mkdtemp(prefix="compile_time_")
 with open(os.path.join(work_dir, "first_call.py"), "w") as script:
@@ -211,10 +215,11 @@ with open(os.path.join(work_dir, "first_call.py"), "w") as script:
     script.write(PRELUDE + MODEL_CODE + f"STAGES, SIZES = {STAGES!r}, {sizes}" + SCRIPT)
 
 
-def fresh_process(mode, **more):
-    """Seconds in each part of a fresh process's life, in order; counters; whole seconds."""
-    tmp = tempfile.mkdtemp(dir=work_dir)  # a new, empty cache for Inductor and Triton
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=tmp, TRITON_CACHE_DIR=tmp, **more)
+def fresh_process(label):
+    """A column's process: seconds in each part of its life, in order; its counters
+    (info: compile threads, fx hits, fx misses, aot hits, graphs) and whole seconds."""
+    mode, tmp = label.split(",")[0], tempfile.mkdtemp(dir=work_dir)  # an empty cache
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=tmp, TRITON_CACHE_DIR=tmp, **SKIP)
     cmd = [sys.executable, "first_call.py", mode, "artifacts.bin", device]
     launched = time.time()
     done = subprocess.run(cmd, cwd=work_dir, env=env, capture_output=True, text=True)
@@ -222,7 +227,10 @@ def fresh_process(mode, **more):
     assert done.returncode == 0, done.stderr[-3000:]
     lines = {line.split(" ")[0]: line for line in done.stdout.splitlines()}
     *info, (total, call, ind, hit) = json.loads(lines["RESULT"][7:])
-    stamps, handlers, handlers_done = json.loads(lines["EXIT"][5:])
+    _, h, m, a, g = info  # cold: misses only, something compiled; a load: hits only
+    assert h > 0 == m if mode == "load" else h == a == 0 < m and g > 0, (mode, info)
+    assert g == 1 or mode != "regional", info  # regional: one graph for every block
+    stamps, handlers = json.loads(lines["EXIT"][5:])
     parts = {"Python start-up": stamps[0][1] - launched}
     for (_, before), (name, now) in zip(stamps, stamps[1:]):
         if name == "first call":  # split by PyTorch's compile timers and the C++ log
@@ -236,93 +244,97 @@ def fresh_process(mode, **more):
     for name, seconds in handlers:  # Python's exit, handler by handler
         key = f"exit: {name}" if seconds >= 0.05 else "exit: other handlers"
         parts[key] = parts.get(key, 0.0) + seconds
-    untimed = handlers_done - stamps[-1][1] - sum(s for _, s in handlers)
-    parts["exit: joining threads, untimed"] = untimed
-    parts["exit: interpreter teardown"] = ended - handlers_done
+    rest = ended - stamps[-1][1] - sum(s for _, s in handlers)
+    parts["exit: joining threads, interpreter teardown"] = rest
     return parts, [*info, ended - launched]
 
 
-labels = ["compile, save", "load", "load, 1 thread", "regional"]
-procs = [fresh_process("save"), fresh_process("load")]
-procs.append(fresh_process("load", TORCHINDUCTOR_COMPILE_THREADS="1"))
-procs.append(fresh_process("regional"))
-(_, save), (_, load), (_, one), (_, regional) = procs
-# info: compile threads, fx hits, fx misses, aot hits, graphs, seconds; cold: misses only
-assert all(c[1] == c[3] == 0 < c[2] and c[4] > 0 for c in (save, regional)), procs
-assert load[1] > 0 == load[2] and one[1] > 0 == one[2], procs  # loaded: all hits
-assert one[0] == 1 and regional[4] == 1, procs  # one thread; one graph for all blocks
-names = list(dict.fromkeys(k for parts, _ in procs for k in parts))  # in order
-rows = [[k, *(parts.get(k, 0.0) for parts, _ in procs)] for k in names]
-more = ["compile threads", "fx hits", "fx misses", "aot hits", "graphs", "whole (s)"]
-rows += [[k, *column] for k, column in zip(more, zip(*(info for _, info in procs)))]
-print(f"{device_name}, torch {torch.__version__}, fresh processes, seconds")
-print(tabulate(rows, ["part", *labels], "github", ".2f"))
-for label, (p, info) in zip(labels, procs):  # p: the column's parts
+ROUNDS, labels = 3, ["compile, save", "load", "regional"]
+runs = {label: [] for label in labels}
+for r in range(ROUNDS):  # the order turns by one column a round; the first is a save
+    for label in labels[r:] + labels[:r]:
+        runs[label].append(fresh_process(label))
+names = list(dict.fromkeys(k for v in runs.values() for parts, _ in v for k in parts))
+# A Row per column, in seconds: the whole process by round (the windows that the core's
+# ratio pairs), the parts' medians (what its moved compares); spread, profiled: unused
+R = measure.Results()
+for label, v in runs.items():
+    whole, parts = [info[-1] for _, info in v], [p for p, _ in v]
+    mid = {k: statistics.median(p.get(k, 0.0) for p in parts) for k in names}
+    R[label] = measure.Row(label, statistics.median(whole), 0, whole, 0, parts=mid)
+
+
+def cell(values):  # the median over the rounds and, in brackets, highest - lowest
+    return f"{statistics.median(values):.2f} ({max(values) - min(values):.2f})"
+
+
+rows = [[k, *(cell([p.get(k, 0) for p, _ in runs[c]]) for c in labels)] for k in names]
+more = ["compile threads", "fx hits", "fx misses", "aot hits", "graphs"]
+rows += [[k, *(str(runs[c][0][1][n]) for c in labels)] for n, k in enumerate(more)]
+rows.append(["whole process", *(cell(R[c].windows) for c in labels)])
+print(f"{device_name}, torch {torch.__version__}: seconds, median of {ROUNDS} rounds")
+print(tabulate(rows, ["part", *labels], "github", disable_numparse=True))
+for c, p in ((c, R[c].parts) for c in labels):
     top = ", ".join(f"{k} {p[k]:.2f} s" for k in sorted(p, key=p.get)[:-4:-1])
-    print(f"{label}: {info[-1]:.2f} s in all; largest parts: {top}")
-    measure.headline(f"fresh process, {label}", info[-1], "s")
-COMPILING = ["Dynamo", "AOTAutograd", "Inductor: the rest", "Inductor: C++ compiler"]
-kind = "", tuple(COMPILING), "exit: ", "import"  # in all, compiling, exit, imports
-G = [[sum(v for k, v in p.items() if k.startswith(w)) for w in kind] for p, _ in procs]
-i, s = sorted(g[3] for g in G), sorted(100 * g[3] / g[0] for g in G)
-print(f"imports: {i[0]:.1f}-{i[-1]:.1f} s, {s[0]:.0f}-{s[-1]:.0f} % of each process")
+    print(f"{c}, largest parts: {top}")
+    measure.headline(f"fresh process, {c}", R[c].ms, "s")
+KIND = "", ("Dynamo", "AOTAutograd", "Inductor"), "exit", "exit: shutdown"
 
 
 def versus(a, b):
-    """Column a read against column b: the compile's parts, then the two others that
-    moved most from the first call on (the parts before it do the same work in each)."""
-    (pa, ia), (pb, ib) = procs[labels.index(a)], procs[labels.index(b)]
-    later = [k for k in names[names.index("Dynamo") :] if k not in COMPILING]
-    change = {k: abs(pa.get(k, 0) - pb.get(k, 0)) for k in later}
-    keys = [k for k in COMPILING if k in names] + sorted(change, key=change.get)[:-3:-1]
-    moved = ", ".join(f"{k} {pb.get(k, 0):.2f} -> {pa.get(k, 0):.2f}" for k in keys)
-    return f"{a} against {b}: {ib[-1]:.2f} -> {ia[-1]:.2f} s in all; {moved} s"
+    """Column a against column b: the whole process, paired by round (the core's ratio),
+    then the changes of the parts' medians: compiling, the exit, the rest."""
+    mid, lo, hi, _ = R.ratio(a, b)
+    won = sum(x < y for x, y in zip(R[a].windows, R[b].windows))
+    d = [sum(v for k, v in R.moved(a, b).items() if k.startswith(w)) for w in KIND]
+    head = f"{a} against {b}: {R[b].ms:.2f} -> {R[a].ms:.2f} s, {mid:.2f}x"
+    print(f"{head} (paired by round {lo:.2f}-{hi:.2f}x, shorter in {won} of {ROUNDS})")
+    ex = f"exit {d[2]:+.2f} s, of which the compile workers' shutdown {d[3]:+.2f} s"
+    print(f"  compiling {d[1]:+.2f} s; {ex}; the rest {d[0] - d[1] - d[2]:+.2f} s")
 
 
-print(versus("load", "compile, save"))  # what the artifacts save, part by part
-print(versus("load, 1 thread", "load"))  # compile workers in a process that loads
-print(versus("regional", "compile, save"))  # both from an empty cache
-d = {labels[c]: [f"{a - b:+.2f} s" for a, b in zip(G[c], G[0])] for c in (1, 3)}
-said = [f"{c} {v[0]} in all, compiling {v[1]}, exit {v[2]}" for c, v in d.items()]
-print("against compile, save:", "; ".join(said))  # where each saving went
+versus("load", "compile, save")  # what the artifacts save
+versus("regional", "compile, save")  # both from an empty cache
 fig, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
-left = [0.0] * len(procs)
-for k, (name, *values) in enumerate(rows[: len(names)]):  # parts of 0.2 s or more
-    if max(values) >= 0.2:
-        ax.barh(labels, values, left=left, label=name, color=plt.cm.tab20(k % 20))
-        left = [a + b for a, b in zip(left, values)]
-ax.set(title=f"Fresh processes, {device_name}", xlabel="seconds, parts >= 0.2 s")
+big = [k for k in names if max(R[c].parts[k] for c in labels) >= 0.2]
+for n, k in enumerate(big):  # the parts' medians, those of 0.2 s or more, end to end
+    left = [sum(R[c].parts[j] for j in big[:n]) for c in labels]
+    values = [R[c].parts[k] for c in labels]
+    ax.barh(labels, values, left=left, label=k, color=plt.cm.tab20(n % 20))
+ax.set(title=f"Fresh processes, {device_name}", xlabel="seconds, medians")
 ax.legend(loc="upper left", bbox_to_anchor=(1, 1), fontsize="small")
 plt.show()
 
 # %%
-# The parts follow each other, so together they are the whole process. "Python start-up"
-# runs from launching the process to the script's first line, "exit" from its last line
-# to the end of the process. At exit, Python runs the handlers registered with
+# Each cell is a part's median over the rounds and, in brackets, its spread (the highest
+# less the lowest). The parts follow each other, so together they are the whole process;
+# a column's medians, each taken on its own, add up to about its median whole. "Python
+# start-up" runs from launching the process to the script's first line, "exit" from its
+# last line to the end of the process. At exit, Python runs the handlers registered with
 # ``threading._register_atexit``, joins the threads still running, runs the ``atexit``
 # handlers (last registered first) and tears the interpreter down (clears every module
-# and frees, with the garbage collector, the objects they held). Inductor's handler,
+# and frees, with the garbage collector, the objects they held); the page times each
+# handler, and the last row of the exit is the rest of it. Inductor's handler,
 # ``shutdown_compile_workers``, shuts down each compile-worker pool and waits for it. On a
 # GPU, ``compile_fx`` wakes that pool (one worker per CPU core, up to 32) as soon as an
 # input is on the GPU, before AOTAutograd looks up its cache, so a process that only loads
 # starts the workers too.
 #
-# Under the table, a line per column names its largest parts, and one line gives the
-# imports' share of each process (the rows that start with "import"): work that every
-# fresh process repeats before it compiles anything, cached or not. The three lines after
-# it read one column against another: the compile's parts, then the two parts from the
-# first call on that moved most (before it, every column does the same work but for
-# loading the artifacts).
-# They show what the artifacts save (the process that loaded them against the one that
-# compiled and saved them), what compile workers cost or bring to a process that loads
-# (one thread against the default), and regional against whole-model compilation, both
-# from an empty cache. The last line sums where each change against ``compile, save``
-# went: the whole process, its compiling (Dynamo, AOTAutograd and Inductor) and its exit
-# (the parts named "exit: ..."). Seconds saved in compiling can come back at exit; the
-# likely link is the compile-worker pool, which Inductor starts at the first compile and
-# ``shutdown_compile_workers`` stops at exit, however little the process compiled.
+# Under the table, a line per column names its largest parts. Each comparison after it
+# reads one column against another: the median of the rounds' ratios of their whole
+# processes, the range of those ratios and in how many rounds the first column was
+# shorter; then the change in the parts' medians, in three groups: compiling (Dynamo,
+# AOTAutograd and Inductor), the exit (the parts named "exit: ...", with
+# ``shutdown_compile_workers`` named apart) and the rest, work that every column does
+# alike but for loading or saving the artifacts (imports, building the model, the first
+# run). The comparisons show what the artifacts save (the process that loaded them
+# against the one that compiled and saved them) and regional against whole-model
+# compilation, both from an empty cache. The exit's group says whether seconds saved in
+# compiling came back at exit: ``shutdown_compile_workers`` waits for the pool that
+# Dynamo's ``inductor`` backend starts on its first call wherever Triton is installed (a
+# process that only loads calls it too).
 #
-# The two ``load`` columns found every entry in the artifacts (fx misses: 0), so Inductor
+# The ``load`` column found every entry in the artifacts (fx misses: 0), so Inductor
 # skips lowering and code generation; Dynamo still traces the model in each new process,
 # because the caches are keyed by the graph that Dynamo produces. The key also covers the
 # input shapes and strides, the PyTorch and Triton versions, the Inductor configuration
@@ -332,13 +344,19 @@ plt.show()
 # (``torch._inductor.config.bundle_triton_into_fx_graph_cache``). On a CPU, an entry
 # holds the generated C++ source, and the libraries built from it stay in the cache folder
 # that built them, so a process with a new folder runs the C++ compiler again, artifacts
-# or not (a cache folder kept between runs keeps the libraries). On a CPU, each new
-# folder also builds small test programs for the CPU's vector instructions, while the
+# or not (a cache folder kept between runs keeps the libraries). Before its first kernel
+# in a new folder, Inductor on a CPU also tests which vector instructions the compiler
+# can build and the machine can run, by compiling and loading a small program for each
+# instruction set that the CPU lists. ``TORCHINDUCTOR_VEC_ISA_OK=1`` skips those tests
+# and trusts the CPU's list (a few smaller checks still run); the page sets it in its
+# fresh CPU processes (``SKIP``, first cell) to keep its run short, so their C++ compiler
+# row is mostly the model's own kernels. Leave it unset where the compiler may be older
+# than the CPU: an instruction set it cannot build then fails the compile. The
 # precompiled header that every kernel includes is built once per machine, in Inductor's
 # default folder (``torchinductor_<user>`` in the temporary directory), which
 # ``TORCHINDUCTOR_CACHE_DIR`` does not move. Compile workers build kernels in parallel,
-# and a pool costs its start and its shutdown; PyTorch reads
-# ``TORCHINDUCTOR_COMPILE_THREADS`` when ``torch._inductor.config`` is first imported.
+# and a pool costs its start and its shutdown; ``TORCHINDUCTOR_COMPILE_THREADS=1``, read
+# when ``torch._inductor.config`` is first imported, compiles in the process itself.
 # To ship compiled code that needs no tracing at all in the serving process, export the
 # model and compile it ahead of time into a package (:ref:`export_aoti_tutorial`).
 #
@@ -399,8 +417,8 @@ shutil.rmtree(work_dir, ignore_errors=True)  # the script, the artifacts, the ca
 # PyTorch's own timers split the compilation. Cache artifacts carry Inductor's and
 # AOTAutograd's entries to a process that starts empty: it skips lowering and code
 # generation, but on a CPU it still runs the C++ compiler, since the compiled libraries
-# stay in the folder that built them; whether compile workers pay for themselves in such
-# a process is measured, not assumed. Regional compilation compiles a repeated block once,
+# stay in the folder that built them, and it pays for the compile workers' pool at its
+# exit. Regional compilation compiles a repeated block once,
 # at the price of fusion across blocks; assert that a cold measurement compiled
 # something, or a block that silently runs eagerly will look like a fast compiler.
 #

@@ -20,9 +20,10 @@ Compiling the optimizer step
     .. grid-item-card:: :octicon:`list-unordered;1em;` Prerequisites
        :class-card: card-prerequisites
 
-       * PyTorch 2.9 or later
+       * PyTorch 2.9 or later, any OS
        * A CUDA GPU of compute capability 7.5 or newer for the timings (current CUDA
-         wheels need it); runs on CPU with smaller sizes
+         wheels need it), with sizes chosen from its free memory (the largest, 1,049 M
+         parameters, peaks at about 45 GiB); runs on CPU with smaller sizes
        * On CPU, Inductor needs a C++ compiler and the Python headers
 """
 
@@ -55,12 +56,16 @@ import measure
 
 Adam = functools.partial(torch.optim.Adam, lr=1e-3)
 device = "cuda" if torch.cuda.is_available() else "cpu"
+measure.require(cxx=device == "cpu", triton=device == "cuda")  # what Inductor needs
+watch = measure.watch_cxx() if device == "cpu" else None  # logs the C++ compiler's runs
 if device == "cuda":
     LAYERS = 10
     free_bytes, _ = torch.cuda.mem_get_info()
-    # at most 48 bytes per parameter: p, grad, four optimizers' states, eager temporaries
+    # the peak (see the benchmark): 44 bytes per parameter and the roofline's 2 GiB copy
     WIDTHS = [
-        w for w in [1024, 2048, 4096, 10240] if LAYERS * w * w * 48 < 0.8 * free_bytes
+        w
+        for w in [1024, 2048, 4096, 10240]
+        if LAYERS * w * w * 44 + 2**31 < 0.8 * free_bytes
     ]
     device_name = torch.cuda.get_device_name()
 else:
@@ -88,8 +93,13 @@ def make_params(width, dtype=torch.float32):
 # called ``opt.step()``. The first call compiles. ``measure.cold_compile`` times it from
 # an empty cache (Inductor gets a new cache folder; the cache must miss and never hit) and
 # reads how much of it was compiling (Dynamo, AOTAutograd and Inductor). The first
-# compilation in a process also imports Inductor and starts its compile workers, once: a
-# one-operation function is compiled first to pay for that, and its time is printed apart.
+# compilation in a process also pays for what later ones reuse: Inductor's modules and
+# compile workers and, on a CPU, small C++ programs that test which vector instructions
+# the compiler and the processor support (kept in the cache, empty here) and the
+# preprocessing of the header that every kernel includes. A one-operation function is
+# compiled first, and its time printed apart. On a CPU every compilation runs the C++
+# compiler; ``measure.watch_cxx()`` (first cell) logs each of its runs, so the lines
+# give its seconds apart.
 
 params = make_params(WIDTHS[0])
 opt = Adam(params, foreach=True)
@@ -101,12 +111,13 @@ start_up = measure.cold_compile(torch.compile(lambda t: t + 1), one, device=devi
 torch._logging.set_logs(dynamo=logging.ERROR)
 cold = measure.cold_compile(compiled_step, device=device)  # compiles, takes a step
 torch._logging.set_logs()
-print(f"first call of t + 1, to pay for Inductor's start-up: {start_up.seconds:.2f} s")
-print(
-    f"first call of opt.step: {cold.seconds:.2f} s, of which compiling: "
-    f"{cold.compiling:.2f} s; graphs: {cold.graphs}, graph breaks: "
-    f"{sum(counters['graph_break'].values())}, capturable: {opt.param_groups[0]['capturable']}"
-)
+for what, c in [("t + 1, the process's first compile", start_up), ("opt.step", cold)]:
+    cxx = "" if c.cxx is None else f" (the C++ compiler ran {c.cxx:.2f} s)"
+    print(f"first call of {what}: {c.seconds:.2f} s, of which compiling", end=" ")
+    print(f"{c.compiling:.2f} s{cxx}")
+breaks = sum(counters["graph_break"].values())
+capturable = opt.param_groups[0]["capturable"]
+print(f"opt.step: graphs {cold.graphs}, breaks {breaks}, capturable: {capturable}")
 
 # %%
 # The graph break is deliberate. Most built-in optimizers wrap ``step`` in a decorator
@@ -126,7 +137,10 @@ print(
 # a side stream (three real steps, as the CUDA graph notes recommend), records one call
 # and returns its ``replay``: one call that launches every kernel of the step, with no
 # Python, guards or launches per kernel. A replay reads and writes the same memory every
-# time, so new gradients must be written into the existing ``.grad`` tensors.
+# time, so new gradients must be written into the existing ``.grad`` tensors. The graph
+# holds no reference to that memory: if the optimizer that owns the state were freed,
+# the allocator would count its memory as free while replays still wrote there. The
+# function ``cuda_graph`` returns therefore keeps ``step``, and with it the optimizer.
 
 
 def cuda_graph(step):
@@ -139,7 +153,12 @@ def cuda_graph(step):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         step()
-    return graph.replay
+
+    def replay():
+        graph.replay()
+
+    replay.step = step  # keeps the optimizer, and the memory the graph writes, alive
+    return replay
 
 
 if device == "cuda":
@@ -179,23 +198,16 @@ assert errors[label] <= 4 * errors["eager"] + 1e-6
 del params, opt, compiled_step, eager_params, ref_params, eager_opt, ref_opt
 
 # %%
-# Measuring
-# ---------
+# The benchmark
+# -------------
 #
 # Timings come from the site's measurement core (:ref:`measuring_recipe` explains it).
 # The **roofline** is the time the step's 28 bytes per parameter would take at the speed
-# of a large on-device copy (``measure.copy_bandwidth``: bytes read plus written per ms).
-# Each row is checked against it: a GPU cannot be busy for less time than moving the
-# step's bytes at copy speed takes.
-
-bytes_per_ms, copy = measure.copy_bandwidth(device)
-print(
-    f"copy: {bytes_per_ms / 1e6:.0f} GB/s; {copy.ms:.3f} ms, spread {copy.spread:.3f} ms"
-)
-
-# %%
-# The benchmark
-# -------------
+# of a large on-device copy (bytes read plus written per ms). ``measure.compare(...,
+# roofline_bytes=28 * n)`` times that copy as one more variant in the same interleaved
+# windows as the steps, so both see the machine in the same state. Each row is checked
+# against it: a GPU cannot be busy for less time than moving the step's bytes at copy
+# speed takes.
 #
 # Every variant steps the same parameters with its own optimizer state, except the two
 # compiled rows: the CUDA graph records the "compiled" row's own step, so one compiled
@@ -204,6 +216,12 @@ print(
 # recorded in a CUDA graph, so that fused and compiled meet under the same conditions.
 # "x fused" is a variant's speed relative to ``fused=True`` under the same conditions.
 # ``torch._dynamo.reset()`` before each size drops the previous size's compiled step.
+#
+# On a GPU, the largest size holds at its peak eleven float32 values per parameter, 44
+# bytes: the parameter, its gradient, the two moments of each of the four optimizers,
+# and the square roots of the second moments that eager ``foreach`` computes into new
+# tensors during its step; the roofline's copy adds its own 2 GiB. A line under the
+# table prints the peak that PyTorch's allocator saw.
 
 
 def make_steps(ps):
@@ -227,16 +245,12 @@ for width in WIDTHS:
     torch._dynamo.reset()
     params = make_params(width)
     n = sum(p.numel() for p in params)
-    roofline_ms = 28 * n / bytes_per_ms
-    steps = make_steps(params)
-    for step in steps.values():
-        step()  # compiles the compiled step and creates each optimizer's state
-    res = results[f"{n / 1e6:.1f} M params"] = measure.compare(steps, device)
-    res.roofline_ms = roofline_ms
+    steps = make_steps(params)  # compare's warm-up compiles and creates the state
+    res = measure.compare(steps, device, roofline_bytes=28 * n)
+    results[f"{n / 1e6:.1f} M params"] = res
     for name, row in res.items():
-        row.check(roofline_ms=roofline_ms)
         fused = res["fused + CUDA graph" if "graph" in name else "eager fused"]
-        pct = 100 * roofline_ms / row.ms
+        pct = 100 * res.roofline_ms / row.ms
         shares.setdefault(name, []).append((n / 1e6, pct))
         rows.append([f"{n / 1e6:.1f}", name, *res.cells(name), pct, fused.ms / row.ms])
     del params, steps
@@ -251,11 +265,22 @@ for i, (size, res) in enumerate(results.items()):
     best = min(res, key=lambda k: res[k].ms)
     bound = "" if res[best].bound is None else f", {res[best].bound}-bound"
     print(
-        f"{size}: lowest median {best}, {shares[best][i][1]:.0f} % of copy roofline{bound}"
+        f"{size}: lowest median {best}, {shares[best][i][1]:.0f} % of copy roofline"
+        f"{bound}; copy {res.bytes_per_ms / 1e6:.0f} GB/s in the same windows"
     )
+    print(f"{size}: {res.against('compiled')}")
     for name, candidates in refs.items():
         ref = min(candidates, key=lambda c: res[c].ms)
+        _, lo, hi, _ = res.ratio(name, ref)
+        noise = max(res[name].spread, res[ref].spread)
         print(res.versus(name, ref, f"{size}, "))
+        if not lo <= 1 <= hi:  # parts were named: the rows' noise may hide small ones
+            print(f"    parts under {noise:.3f} ms (the rows' spread) may be noise")
+if device == "cuda":  # all that was allocated at once, at the largest size
+    peak, copy = torch.cuda.max_memory_allocated(), res.bytes_per_ms * res.copy.ms
+    values = (peak - copy) / (4 * n)  # float32 values per parameter
+    print(f"peak GPU memory: {peak / 2**20:,.0f} MiB: the roofline's copy, ", end="")
+    print(f"{copy / 2**20:,.0f} MiB, + {values:.2f} float32 values per parameter")
 
 # %%
 # The chart draws the roofline column: how close each variant came to moving its bytes
@@ -284,11 +309,15 @@ plt.show()
 # * **busy %** and **bound** (GPU only): kernel time over the unprofiled step; below 85 %
 #   the GPU waited for the CPU for the rest of the step. **CUDA graph** rows launch the
 #   whole step at once, so comparing them compares the kernels.
-# * The lines under the table compare the compiled row with the faster eager reference,
-#   and the compiled CUDA graph with the fused one, and name the parts that moved. The compiled step's CPU work
-#   shows up as ``guards`` (checking the compiled code's guards before each call),
+# * Under the table, for each size, one line sorts every variant into faster than, tied
+#   with and slower than the compiled step (by their paired intervals); the next lines
+#   compare the compiled row with the faster eager reference, and the compiled CUDA
+#   graph with the fused one, and name the parts that moved. The compiled step's CPU
+#   work shows up as ``guards`` (checking the compiled code's guards before each call),
 #   ``compiled-code entry`` (running a compiled frame), ``compiled code`` (the generated
-#   code: on a CPU, its C++ kernels too) and ``kernel launches``.
+#   code: on a CPU, its C++ kernels too) and ``kernel launches``. A part is an average
+#   over a few profiled steps: one smaller than the two rows' spread (printed under
+#   the comparison) could be the noise of the windows, and the page reads nothing into it.
 #
 # On a GPU, where the two CUDA-graph rows differ, the gap may sit inside the kernels
 # (their own speed) or between them (launches, waiting). ``fused=True`` runs ATen's

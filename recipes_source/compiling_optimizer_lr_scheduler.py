@@ -64,6 +64,7 @@ from torch.optim.lr_scheduler import LinearLR, OneCycleLR
 import measure
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
+measure.require(cxx=device == "cpu", triton=device == "cuda")  # what Inductor needs
 WIDTH, HIDDEN = (1024, 4096) if device == "cuda" else (32, 64)
 N_STEPS = 12  # more than the default recompile limit of 8, which shows up below
 gpu_name = torch.cuda.get_device_name() if device == "cuda" else None
@@ -279,10 +280,11 @@ print(tabulate(rows, ["setup", "default", "dynamic=False", "hit limit"], "github
 # per parameter.
 #
 # The **roofline** is the time a step's 28 bytes per parameter take at the speed of a
-# large on-device copy (``measure.copy_bandwidth``): Adam reads the parameter, its
-# gradient and two moments (4 bytes each in float32) and writes back all but the
-# gradient. Each row is checked against it, and the last column is the roofline's share
-# of the step.
+# large on-device copy: Adam reads the parameter, its gradient and two moments (4 bytes
+# each in float32) and writes back all but the gradient. ``measure.compare(...,
+# roofline_bytes=28 * n)`` times that copy as one more variant in the same interleaved
+# windows as the steps. Each row is checked against it, and the last column is the
+# roofline's share of the step.
 
 params = list(make_model().parameters())
 for p in params:
@@ -292,12 +294,9 @@ steps = {
     "eager, float lr": torch.optim.Adam(params, lr=0.01).step,
     "eager, tensor lr": torch.optim.Adam(params, lr=tensor(0.01)).step,
 }
-for step in steps.values():
-    step()  # compiles the compiled step; creates each optimizer's state
-bytes_per_ms, _ = measure.copy_bandwidth(device)
-n = sum(p.numel() for p in params)
-roofline_ms = 28 * n / bytes_per_ms
-res = measure.compare(steps, device, roofline_ms=roofline_ms)
+n = sum(p.numel() for p in params)  # compare's warm-up compiles, creates the state
+res = measure.compare(steps, device, roofline_bytes=28 * n)
+roofline_ms = res.roofline_ms
 graphs = f"{cold.graphs} graph{'s' * (cold.graphs != 1)}"
 print(
     f"the run above from an empty cache: {cold.seconds:.2f} s for {N_STEPS} steps, of "
@@ -305,7 +304,7 @@ print(
 )
 print(
     f"Adam step, steady state; {device_name}, torch {torch.__version__}; roofline: "
-    f"{n:,} parameters x 28 bytes at {bytes_per_ms / 1e6:.0f} GB/s = "
+    f"{n:,} parameters x 28 bytes at {res.bytes_per_ms / 1e6:.0f} GB/s = "
     f"{roofline_ms:.3f} ms"
 )
 rows = [[name, *res.cells(name), 100 * roofline_ms / res[name].ms] for name in res]

@@ -62,11 +62,13 @@ from torch._inductor.utils import run_and_get_code
 import measure
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
+measure.require(cxx=device == "cpu", triton=device == "cuda")  # what Inductor needs
 if device == "cuda":
     device_name = torch.cuda.get_device_name()
     free_bytes, _ = torch.cuda.mem_get_info()
-    # at most 40 bytes per parameter: p, grad, one optimizer's state, eager temporaries
-    depth = max(1, min(16, int(0.8 * free_bytes / 40 / (4096 * 4097))))
+    # the peak: 36 bytes per parameter (p, grad, three optimizers' two moments, one
+    # temporary of eager foreach's) and the 2 GiB copy that times the roofline
+    depth = max(1, min(16, int((0.8 * free_bytes - 2**31) / 36 / (4096 * 4097))))
     shapes = [(2048, 8), (4096, depth)]  # (width, depth) of the Linear stacks
 else:
     device_name = f"CPU, threads: {torch.get_num_threads()}"
@@ -262,6 +264,7 @@ print("largest error against float64 Adam after 8 steps:")
 print(tabulate(errors.items(), headers=["optimizer", "error"], floatfmt=".2e"))
 for name, err in errors.items():
     assert err <= 4 * errors["torch.optim.Adam"] + 1e-6, name
+del models, opts, opt, ref  # the benchmark needs the memory
 
 # %%
 # Measuring
@@ -277,16 +280,16 @@ for name, err in errors.items():
 #
 # The roofline: Adam in float32 moves at least **28 bytes per parameter** (it reads the
 # parameter, the gradient and both moments, and writes back all but the gradient), at the
-# speed of a large on-device copy (bytes read plus written), which the core measures.
+# speed of a large on-device copy (bytes read plus written). ``measure.compare(...,
+# roofline_bytes=28 * n)`` times that copy as one more variant in the same interleaved
+# windows as the steps, so both see the machine in the same state.
 
-bytes_per_ms, _ = measure.copy_bandwidth(device)
-print(f"copy: {bytes_per_ms / 1e6:.0f} GB/s")
 
-
-def read(label, res, roofline_ms):
+def read(label, res):
     """Print how foreach_map fared against the others (by paired intervals), and on a GPU
     what kept each variant above the roofline: kernel time or the GPU's idle time."""
-    print(f"{label}: {res.against('foreach_map')}")
+    roofline_ms, copy = res.roofline_ms, f"copy {res.bytes_per_ms / 1e6:.0f} GB/s"
+    print(f"{label} ({copy} in the same windows): {res.against('foreach_map')}")
     for name, r in res.items():
         if r.busy_ms is not None:  # GPU only: kernel time apart from the step
             print(
@@ -323,13 +326,13 @@ for width, depth in shapes:
     cold = measure.cold_compile(steps["foreach_map"], device=device)
     compiles.append([size, len(params), cold.seconds, cold.compiling])
     graphs = counters["stats"]["unique_graphs"]  # compare's check misses fullgraph=True
-    roofline_ms = 28 * n / bytes_per_ms
-    res = measure.compare(steps, device, roofline_ms=roofline_ms)
+    res = measure.compare(steps, device, roofline_bytes=28 * n)
     assert counters["stats"]["unique_graphs"] == graphs, "compiled while timing"
+    roofline_ms = res.roofline_ms
     for name, r in res.items():
         inside = [] if r.busy_ms is None else [100 * roofline_ms / r.busy_ms]
         rows.append([size, name, *res.cells(name), 100 * roofline_ms / r.ms, *inside])
-    readings.append((f"{size} M params", res, roofline_ms))
+    readings.append((f"{size} M params", res))
     del layers, params, steps
 
 first = ["ForeachMapAdam's first step from an empty cache (s)", "compiling (s)"]
@@ -339,13 +342,13 @@ gpu = res["foreach_map"].busy_ms is not None
 inside = ["% of copy speed in its kernels"] if gpu else []
 headers = ["params (M)", "variant", *res.headers(), "% of copy roofline", *inside]
 print(tabulate(rows, headers, "github", ["", "", *res.formats(), ".1f", ".1f"]))
-for i, (label, res, roofline_ms) in enumerate(readings):
-    read(label, res, roofline_ms)
+for i, (label, res) in enumerate(readings):
+    read(label, res)
     which = "largest" if i else "smallest"  # two sizes
     for ref in ("eager fused", "eager foreach"):
         headline = f"foreach_map vs {ref} ({which})"
         print(res.versus("foreach_map", ref, f"{label}: ", headline))
-share = 100 * roofline_ms / res["foreach_map"].ms  # the largest size
+share = 100 * res.roofline_ms / res["foreach_map"].ms  # the largest size
 measure.headline("foreach_map, % of copy roofline (largest)", share, "%")
 
 # %%

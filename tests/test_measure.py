@@ -61,6 +61,9 @@ def test_nested_events_split_into_their_own_time():
         ("FSDP::post_backward_reduce", "communication"),
         ("FSDP::all_gather_copy_out (layers.0)", "FSDP2 hooks"),
         ("FSDP::pre_forward (layers.0)", "FSDP2 hooks"),
+        # an AOTInductor package records no operators; pages name its call
+        ("AOTInductor package, single-threaded", "compiled code"),
+        ("CompiledFxGraph", "compiled code"),
     ],
 )
 def test_fsdp2_ranges_named_after_a_collective_are_communication(name, family):
@@ -113,6 +116,13 @@ def test_paired_ratio_and_its_interval():
     ]
     results["c"] = measure.Row("c", 1.0, 0.1, [1.0, 1.1, 0.9] * 3, 1.0)
     assert "a tie" in results.versus("c", "a")
+
+
+def test_few_windows_give_the_extremes_with_their_own_confidence():
+    res = measure.Results()
+    for name, w in (("a", [1.0, 2.0, 3.0]), ("b", [1.0, 1.0, 1.0])):
+        res[name] = measure.Row(name, 1.0, 0.0, w, 1.0)
+    assert res.ratio("a", "b") == (2.0, 1.0, 3.0, 0.75)  # 1 - 2 / 2**3
 
 
 def test_a_gap_whose_largest_parts_cancel_is_read_by_direction():
