@@ -58,6 +58,9 @@ KERNEL_FAMILIES = [
     ("compiled kernels", r"^triton_"),  # Inductor's, whatever operator they came from
     ("attention", r"flash|fmha|attention|sdpa|efficient_attention"),
     ("matmul", r"gemm|gemv|nvjet|xmma|cutlass|cublas|conv(?!ert)|winograd|implicit"),
+    # torch._foreach_copy_ runs as a multi-tensor kernel too, as an optimizer's do: CUDA
+    # graphs copy their inputs into place with it
+    ("copies", r"CopyFunctor"),
     ("optimizer", r"multi_tensor|fused_adam|FusedAdam|adam|_foreach"),
     ("copies", r"^Memcpy|^Memset|copy|CatArray"),
     # a plain identifier: a hand-written Triton kernel (or any extern "C" one); ATen's
@@ -87,6 +90,7 @@ CPU_FAMILIES = [
         "matmul",
         r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|.*conv)|^mkldnn::|^mkl::",
     ),
+    ("copies", r"aten::_foreach_copy_$"),
     ("optimizer", r"Optimizer\.|_foreach_|_fused_adam"),
     ("autograd engine", r"autograd::engine"),
     ("copies", r"aten::(copy_|_to_copy|to|clone|contiguous|cat|stack)$"),
@@ -419,15 +423,16 @@ def _profile_row(step, steps, device):
     """Profile `steps` calls: (profiled ms per step, busy ms per step, parts per step)."""
     kinds = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * (device == "cuda")
     _sync(device)
-    with warnings.catch_warnings(), profile(activities=kinds) as prof:
+    with warnings.catch_warnings():  # the profiler warns as it stops and as it reads
         warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-        step()  # the profiler's first step pays its own start-up; not counted
-        _sync(device)
-        with record_function(WINDOW):
-            for _ in range(steps):
-                step()
+        with profile(activities=kinds) as prof:
+            step()  # the profiler's first step pays its own start-up; not counted
             _sync(device)
-    events = prof.events()
+            with record_function(WINDOW):
+                for _ in range(steps):
+                    step()
+                _sync(device)
+        events = prof.events()
     window = next(e for e in events if e.name == WINDOW and e.device_type.name == "CPU")
     lo, hi = window.time_range.start, window.time_range.end
     cpu = [e for e in events if e.device_type.name == "CPU" and e.name != WINDOW]
@@ -709,6 +714,7 @@ class CxxWatch:
 
 
 _CXX = None
+_CXX_BEFORE = []  # CXX as it was before the first watch_cxx (None: unset)
 CXX_LOG = "MEASURE_CXX_LOG"
 os.environ.setdefault(
     CXX_LOG, str(Path(tempfile.gettempdir()) / f"measure-cxx-{os.getpid()}.log")
@@ -733,11 +739,27 @@ def watch_cxx():
     real = shutil.which(command[0]) if len(command) == 1 else None
     if real is None:  # a launcher such as "ccache g++" is left alone
         return None
+    if not _CXX_BEFORE:
+        _CXX_BEFORE.append(os.environ.get("CXX"))
     if _CXX is None or Path(real) != _CXX.path:
         _CXX = CxxWatch(real)
     config.cpp.cxx = (None, str(_CXX.path))  # as a process started with CXX set has it
     os.environ["CXX"] = str(_CXX.path)
     return _CXX
+
+
+def unwatch_cxx():
+    """Undo watch_cxx in this process (CXX as it was, nothing watched): the site's build
+    calls it between pages, so a page that did not ask for the compiler's seconds gets
+    none. Inductor's own configuration is the caller's to restore."""
+    global _CXX
+    _CXX = None
+    if _CXX_BEFORE:
+        before = _CXX_BEFORE.pop()
+        if before is None:
+            os.environ.pop("CXX", None)
+        else:
+            os.environ["CXX"] = before
 
 
 def require(linux=False, cxx=False, triton=False, gpus=0):

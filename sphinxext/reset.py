@@ -7,6 +7,7 @@ Named in conf.py in ``sphinx_gallery_conf["reset_modules"]``; sphinx-gallery cal
 import gc
 import logging
 import random
+import sys
 import warnings
 from pathlib import Path
 
@@ -40,6 +41,10 @@ def _reset_torch():
             if current[key] != value:
                 setattr(module, key, value)
     torch._dynamo.reset()
+    # a page's watch on the C++ compiler ends with it (Inductor's config is put back above)
+    measure = sys.modules.get("measure")
+    if measure is not None and hasattr(measure, "unwatch_cxx"):
+        measure.unwatch_cxx()
     torch.compiler.set_stance("default")
     torch._logging.set_logs()
     # A CUDA build of PyTorch on a GPU-less builder (CI) logs "No CUDA runtime is found,

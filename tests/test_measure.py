@@ -64,6 +64,8 @@ def test_nested_events_split_into_their_own_time():
         # an AOTInductor package records no operators; pages name its call
         ("AOTInductor package, single-threaded", "compiled code"),
         ("CompiledFxGraph", "compiled code"),
+        ("aten::_foreach_copy_", "copies"),  # not the optimizer's, whatever calls it
+        ("aten::_foreach_add_", "optimizer"),
     ],
 )
 def test_fsdp2_ranges_named_after_a_collective_are_communication(name, family):
@@ -89,6 +91,17 @@ def test_fsdp2_ranges_named_after_a_collective_are_communication(name, family):
             "attention",
         ),
         ("Memcpy DtoD (Device -> Device)", "copies"),
+        (  # torch._foreach_copy_, as CUDA graphs copy their inputs into place
+            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
+            "at::native::(anonymous namespace)::TensorListMetadata<2>, "
+            "at::native::(anonymous namespace)::CopyFunctor<float, float, float, 2, 1, 1>>",
+            "copies",
+        ),
+        (
+            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
+            "at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4>>",
+            "optimizer",
+        ),
         (
             "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
             "communication",
@@ -287,3 +300,5 @@ def test_the_cxx_watch_counts_the_compilers_runs_and_nothing_else():
     ran = watch.seconds(start, time.time())
     assert 0.0 < ran <= wall + 0.01, (ran, wall)
     assert watch.seconds(start - 10, start) == 0.0
+    measure.unwatch_cxx()  # what the site's build does between pages
+    assert measure._CXX is None and os.environ.get("CXX") != str(watch.path)
