@@ -59,8 +59,8 @@ PAGES = {
     "intermediate_source/dynamic_shapes_tutorial.py": _ANY,
     "intermediate_source/compiled_autograd_tutorial.py": _ANY,
     "intermediate_source/compiled_training_tutorial.py": _ANY,
-    "intermediate_source/llm_decode_tutorial.py": "any OS; one CUDA GPU with 16 GB for "
-    "its 1 B-parameter model (the CPU runs a small one); on CPU, a C++ compiler",
+    "intermediate_source/llm_decode_tutorial.py": "any OS; one CUDA GPU with 24 GB for "
+    "its 2.2 B-parameter model (the CPU runs a small one); on CPU, a C++ compiler",
     "intermediate_source/triton_custom_op_tutorial.py": "Triton (wheels for Linux); a GPU "
     "is optional (the CPU checks the kernels in Triton's interpreter); on CPU, a C++ "
     "compiler",
