@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 import nbclient
@@ -319,18 +319,28 @@ def notebook_runs(built_site):
 NOTEBOOK_RUNS = {}
 
 
+# Notebooks that check timed known answers (the measuring recipe: a 2 ms delay must show
+# as a 2 ms Python part) run alone, before the other site tests start: beside the browser
+# tests, on a 2-core machine, its steps' spread reached 100 ms and the check failed (in
+# two of three runs, 2026-11-28). Every other notebook runs in the background, as below.
+QUIET = {Path("recipes_source/measuring.py")}
+
+
 def start_notebooks(session, site, tmp_path_factory):
     selected = [
         item.callspec.params["source"]
         for item in session.items
         if item.originalname == "test_notebook_runs"
     ]
-    if selected:
-        pool = ThreadPoolExecutor(max_workers=JOBS)
-        for source in selected:
-            workdir = tmp_path_factory.mktemp(source.stem)
-            NOTEBOOK_RUNS[source] = pool.submit(run_notebook, site, source, workdir)
-        pool.shutdown(wait=False)  # the threads finish the queued runs
+    pool = ThreadPoolExecutor(max_workers=JOBS)
+    for source in sorted(
+        selected, key=lambda s: s not in QUIET
+    ):  # the quiet ones first
+        workdir = tmp_path_factory.mktemp(source.stem)
+        NOTEBOOK_RUNS[source] = pool.submit(run_notebook, site, source, workdir)
+        if source in QUIET:
+            wait([NOTEBOOK_RUNS[source]])  # alone: nothing else runs meanwhile
+    pool.shutdown(wait=False)  # the threads finish the queued runs
 
 
 # {examples folder: gallery folder}, as conf.py pairs them.

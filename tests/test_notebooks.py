@@ -8,7 +8,8 @@ of a 2-core CPU idle, and on one like CI's two tutorials side by side took 35 s 
 after the other took 59 s (compiling_optimizer and foreach_map, PyTorch 2.14.1,
 2026-11-25). The runs of the selected notebooks start right after the build, in the
 background (``conftest.notebook_runs``, ``conftest.JOBS`` at a time), and each test waits
-for its own.
+for its own; the measuring recipe's, which checks timed known answers, runs alone first
+(``conftest.QUIET``).
 
 The build has already executed every tutorial's code once; what a kernel run adds is the
 notebook form (the generated cells, the install cell, the core's cell, a fresh kernel in an
