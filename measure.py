@@ -243,7 +243,8 @@ class Row:
             print(
                 f"Unsteady, {self.name}: its profiled steps ran faster than its timed ones "
                 f"(stretch {self.stretch:.2f}), so the machine's speed changed between "
-                "them; its busy share and parts mix two states (rerun it on a quiet host)"
+                f"them; its {'busy share and ' * (self.busy is not None)}parts mix two "
+                "states (rerun it on a quiet host)"
             )
         for text in failures:
             text = f"{self.name}: {text}"

@@ -176,10 +176,17 @@ def test_medians_that_disagree_with_their_pairs_are_named():
 def test_a_row_profiled_faster_than_it_was_timed_is_called_unsteady(capsys):
     row = measure.Row("r", ms=1.0, spread=0.0, windows=[1.0], profiled_ms=0.8)
     assert row.check() == []  # not physics: the machine changed speed
-    assert "Unsteady, r: its profiled steps ran faster" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Unsteady, r: its profiled steps ran faster" in out
+    assert "its parts mix two states" in out  # a CPU row has no busy share to name
     row.check()  # a page that checks a row again: said once
     assert capsys.readouterr().out == ""
     assert measure.Row(**vars(row)).said_unsteady  # a row sent between processes
+    gpu = measure.Row(
+        "g", ms=1.0, spread=0.0, windows=[1.0], profiled_ms=0.8, busy_ms=0.5
+    )
+    gpu.check()
+    assert "its busy share and parts mix two states" in capsys.readouterr().out
     row.profiled_ms = 1.2
     row.check()
     assert capsys.readouterr().out == ""
