@@ -48,9 +48,8 @@ from torch.profiler import ProfilerActivity, profile, record_function
 # Rows whose numbers physics rules out; the build fails on any (a bug in the method).
 PHYSICS_FAILURES = []
 BUSY_TOLERANCE = 5.0  # %: kernel timestamps carry a few microseconds of error each
-PROFILE_ROUNDS = (
-    2  # each variant is profiled this many times, interleaved with the others
-)
+# each variant is profiled this many times, interleaved with the others
+PROFILE_ROUNDS = 2
 
 # GPU kernels by family, first match wins (names as the profiler shows them).
 KERNEL_FAMILIES = [

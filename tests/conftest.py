@@ -333,9 +333,8 @@ def start_notebooks(session, site, tmp_path_factory):
         if item.originalname == "test_notebook_runs"
     ]
     pool = ThreadPoolExecutor(max_workers=JOBS)
-    for source in sorted(
-        selected, key=lambda s: s not in QUIET
-    ):  # the quiet ones first
+    quiet_first = sorted(selected, key=lambda s: s not in QUIET)
+    for source in quiet_first:
         workdir = tmp_path_factory.mktemp(source.stem)
         NOTEBOOK_RUNS[source] = pool.submit(run_notebook, site, source, workdir)
         if source in QUIET:
